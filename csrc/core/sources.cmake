@@ -1,0 +1,5 @@
+list(APPEND UNIPOOL_SOURCES
+  core/manual_fence.cpp
+  core/range_allocator.cpp
+  core/range_allocator_validate.cpp
+  core/status.cpp)

@@ -1,0 +1,60 @@
+// unipool: where device memory comes from.
+//
+// The device pool never calls CUDA itself: it asks a DeviceBackend for
+// segments and fences. Backends (csrc/backend/): "cuda_malloc" (cudaMalloc /
+// cudaFree), "cuda_vmm" (one reserved virtual range per device, physical
+// granules mapped with cuMemCreate/cuMemMap as the pool grows), "nccl"
+// (ncclMemAlloc / ncclMemFree) and "sim" (a simulated device on the CPU whose
+// address space is PROT_NONE, so host code touching "device" memory faults).
+// A runtime may implement its own.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "unipool/fence.hpp"
+
+namespace unipool {
+
+// What a backend call did. `native` is the CUDA / driver / NCCL error code and
+// `message` the library's static text for it (cudaGetErrorString and friends).
+struct BackendStatus {
+  enum Code : uint8_t { ok, out_of_memory, error };
+  Code code = ok;
+  int native = 0;
+  const char* message = "";
+
+  bool is_ok() const noexcept { return code == ok; }
+  static BackendStatus success() noexcept { return {}; }
+};
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+
+  virtual const char* name() const noexcept = 0;
+  virtual int device_count() = 0;
+  // Free and total bytes of the device, as the driver reports them.
+  virtual BackendStatus memory_info(int device, uint64_t* free_bytes, uint64_t* total_bytes) = 0;
+
+  // Plain segments: one backend allocation each.
+  virtual BackendStatus allocate(int device, uint64_t bytes, void** out) = 0;
+  virtual BackendStatus deallocate(int device, void* ptr, uint64_t bytes) = 0;
+
+  // Expandable segments: reserve a virtual range once, then map and unmap
+  // physical memory inside it in multiples of granularity(). Backends without
+  // virtual memory management keep these defaults and the pool falls back to
+  // plain segments.
+  virtual bool supports_expandable() const noexcept { return false; }
+  virtual uint64_t granularity(int /*device*/) { return uint64_t{2} << 20; }
+  virtual BackendStatus reserve(int device, uint64_t bytes, void** base);
+  virtual BackendStatus map(int device, void* base, uint64_t offset, uint64_t bytes);
+  virtual BackendStatus unmap(int device, void* base, uint64_t offset, uint64_t bytes);
+  virtual BackendStatus unreserve(int device, void* base, uint64_t bytes);
+
+  // Fences on this backend's streams (CUDA events; manual ones on "sim").
+  virtual FenceSource& fences() = 0;
+};
+
+}  // namespace unipool

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what unipool's build, tests and benchmarks need on Debian 12.
+# Idempotent: installs only what is missing, so a warm machine pays nothing.
+set -euo pipefail
+
+APT_PACKAGES=(
+  cmake ninja-build g++ pkg-config
+  libgtest-dev libgmock-dev libbenchmark-dev   # tests, micro-benchmarks
+  nlohmann-json3-dev libcli11-dev              # benchmark JSON output, CLI parsing
+  clang libclang-rt-14-dev                     # libFuzzer
+  libnuma-dev                                  # NUMA binding of host arenas
+  libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev  # host benchmark peers
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install_deps: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "${UNIPOOL_SKIP_PIP:-0}" != 1 ]; then
+  python3 -m pip install -q --disable-pip-version-check -r "$(dirname "$0")/requirements.txt"
+fi
