@@ -1,0 +1,7 @@
+# The C ABI, one part per pool: capi/device.cmake and capi/host.cmake.
+foreach(part device host)
+  if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
+    include(${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
+  endif()
+endforeach()
+list(APPEND UNIPOOL_SOURCES capi/common_capi.cpp)
