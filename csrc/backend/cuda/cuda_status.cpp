@@ -1,0 +1,23 @@
+#include "backend/cuda/cuda_status.hpp"
+
+namespace unipool::backend::cuda {
+
+BackendStatus runtime_status(cudaError_t err) noexcept {
+  if (err == cudaSuccess) return BackendStatus::success();
+  // The failed call left `err` pending on this thread; we report it here.
+  (void)cudaGetLastError();
+  const auto code = err == cudaErrorMemoryAllocation ? BackendStatus::out_of_memory : BackendStatus::error;
+  return BackendStatus{code, static_cast<int>(err), cudaGetErrorString(err)};
+}
+
+BackendStatus driver_status(CUresult res, DriverErrorString describe) noexcept {
+  if (res == CUDA_SUCCESS) return BackendStatus::success();
+  const char* text = nullptr;
+  if (describe == nullptr || describe(res, &text) != CUDA_SUCCESS || text == nullptr) {
+    text = "CUDA driver API error (see the native code)";
+  }
+  const auto code = res == CUDA_ERROR_OUT_OF_MEMORY ? BackendStatus::out_of_memory : BackendStatus::error;
+  return BackendStatus{code, static_cast<int>(res), text};
+}
+
+}  // namespace unipool::backend::cuda

@@ -1,0 +1,32 @@
+// unipool backend/cuda: CUDA runtime and driver error codes as BackendStatus.
+//
+// Every failing call in backend/cuda goes through these helpers. They also
+// clear the calling thread's pending runtime error (cudaGetLastError), so a
+// failure we already reported cannot resurface from an unrelated later CUDA
+// call in the application. A sticky error (a corrupted context) cannot be
+// cleared; CUDA keeps returning it, which is what the caller should see.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "unipool/device_backend.hpp"
+
+namespace unipool::backend::cuda {
+
+// cudaErrorMemoryAllocation -> out_of_memory, anything else -> error;
+// cudaSuccess -> ok. Clears the pending runtime error when `err` failed.
+BackendStatus runtime_status(cudaError_t err) noexcept;
+
+// A driver result, described with `describe` (cuGetErrorString when the
+// driver API was resolved, else null for a generic text).
+// CUDA_ERROR_OUT_OF_MEMORY -> out_of_memory, anything else -> error.
+using DriverErrorString = CUresult (*)(CUresult, const char**);
+BackendStatus driver_status(CUresult res, DriverErrorString describe) noexcept;
+
+// A failure detected by unipool itself (bad argument, missing library).
+inline BackendStatus usage_error(const char* message) noexcept {
+  return BackendStatus{BackendStatus::error, 0, message};
+}
+
+}  // namespace unipool::backend::cuda
