@@ -1,0 +1,105 @@
+// unipool: how a host pool is configured, and the UNIPOOL_HOST_CONF string
+// that says it.
+//
+//   pinned=best_effort,thread_cache=performance,numa_node=0,huge_pages=thp
+//
+// Comma-separated key=value pairs; sizes take an optional K/M/G/T suffix
+// (1024-based; "KiB", "KB", "K" mean the same). Unknown keys and bad values are
+// errors that name the key. docs/host_pool.md lists every key.
+//
+// The parser never allocates (the malloc face parses UNIPOOL_HOST_CONF before
+// any heap exists): parse_host_config() writes into a caller's struct and a
+// caller's message buffer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "unipool/status.hpp"
+
+namespace unipool {
+
+// Whether committed memory is page-locked (registered with CUDA).
+enum class HostPinned : uint8_t {
+  off,          // pageable memory; no CUDA call is made
+  on,           // every block is pinned; an allocation that cannot be fails
+  best_effort,  // pinned when registration works, else served pageable and counted
+};
+
+// How much free memory a thread keeps for itself (after rpmalloc's study).
+enum class HostThreadCache : uint8_t {
+  unlimited,    // keep every empty page; give back at thread exit only
+  performance,  // keep a few MiB of empty pages per thread
+  size,         // keep one empty page per kind; free segments go back at once
+  none,         // no thread caches: shared per-class lists under one lock each
+};
+
+enum class HostHugePages : uint8_t {
+  off,
+  thp,      // madvise(MADV_HUGEPAGE) on the arenas ("on" is accepted for it)
+  hugetlb,  // MAP_HUGETLB pages; falls back to normal pages, counted in stats
+};
+
+struct HostPoolConfig {
+  HostPinned pinned = HostPinned::off;
+  HostThreadCache thread_cache = HostThreadCache::performance;
+  HostHugePages huge_pages = HostHugePages::off;
+  // NUMA node the arenas are bound to (mbind MPOL_BIND); -1 = no binding.
+  int numa_node = -1;
+  // Touch every page of a chunk when it is committed, so the pages are placed
+  // (and faulted) by the pool, not by the first user. -1 = on when numa_node
+  // is set, 0 off, 1 on.
+  int first_touch = -1;
+  // Virtual address space reserved per arena (more arenas are reserved when
+  // one is full). Reserving costs no memory.
+  uint64_t reserve = uint64_t{64} << 30;
+  // Commit granularity: arenas grow by multiples of it. >= 2 MiB, a multiple
+  // of 2 MiB.
+  uint64_t chunk = uint64_t{4} << 20;
+  // Largest single pinning registration (cudaHostRegister); commits larger
+  // than this are registered in pieces.
+  uint64_t max_pin = uint64_t{1} << 30;
+  // Register new chunks from a background thread that pins one chunk ahead.
+  bool pin_thread = false;
+  // Largest size served by thread-local pages (small <= 1 KiB, middle up to
+  // this). 1 KiB .. 64 KiB.
+  uint64_t middle_max = uint64_t{32} << 10;
+  // Requests above this get their own mapping, returned to the OS on free.
+  uint64_t huge_threshold = uint64_t{32} << 20;
+  // Recently freed huge mappings kept for reuse (seed 001's BigCache): at
+  // most this many, and at most huge_cache_bytes in all.
+  uint32_t huge_cache = 8;
+  uint64_t huge_cache_bytes = uint64_t{1} << 30;
+  // Free committed arena bytes kept before whole free chunks are decommitted
+  // (pageable pools only; pinned chunks stay registered). ~0 = the policy's
+  // default (thread_cache=size/none: 0, otherwise 256 MiB).
+  uint64_t retain = ~uint64_t{0};
+  // Cap on committed bytes (arenas + huge mappings); 0 = none. Past it an
+  // allocation fails with Status::out_of_space.
+  uint64_t limit = 0;
+
+  // Throws std::invalid_argument naming the offending key. "" = defaults.
+  static HostPoolConfig parse(std::string_view text);
+  // parse(getenv("UNIPOOL_HOST_CONF")), or the defaults when it is unset.
+  static HostPoolConfig from_env();
+  // The config as a string parse() accepts.
+  std::string to_string() const;
+  // Checks the combination of values (parse() calls it too): Status::ok or
+  // Status::bad_argument with *why naming the key.
+  Status check(const char** why = nullptr) const noexcept;
+};
+
+// Non-allocating parse: fills *out (starting from its current values) from
+// `text` (NUL-terminated; nullptr or "" change nothing). On error returns
+// Status::bad_argument and writes a message naming the key into `error`
+// (truncated to error_size, always NUL-terminated when error_size > 0).
+Status parse_host_config(const char* text, HostPoolConfig* out, char* error,
+                         size_t error_size) noexcept;
+
+const char* to_string(HostPinned v) noexcept;
+const char* to_string(HostThreadCache v) noexcept;
+const char* to_string(HostHugePages v) noexcept;
+
+}  // namespace unipool

@@ -1,0 +1,119 @@
+// unipool: the host pool, a thread-scalable allocator of (optionally pinned)
+// host memory for inference servers: KV-cache offload buffers, staging of
+// async copies, general host allocations.
+//
+// Size paths (docs/host_pool.md):
+//   small  (<= 1 KiB)          fixed-size slabs per size class, in 64 KiB pages
+//   middle (<= middle_max)     per-thread pages in 512 KiB pages
+//   large  (<= huge_threshold) exact-size blocks from a RangeAllocator over the arenas
+//   huge                       their own mapping, cached a little, then returned to the OS
+// Small and middle pages belong to a thread: allocation pops the page's free
+// list with no lock and no atomic read-modify-write, a free by the owner
+// pushes it back the same way, a free by another thread goes to the page's
+// atomic remote list. With thread_cache=none every page is shared and each
+// size class has one lock.
+//
+// The engine never calls malloc or operator new on its allocation paths
+// (metadata comes from mmap), so it can sit under a malloc replacement.
+//
+// Thread safety: every member is thread-safe except validate(), which wants
+// no concurrent allocation or free in this pool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "unipool/fence.hpp"
+#include "unipool/host_config.hpp"
+#include "unipool/host_stats.hpp"
+#include "unipool/status.hpp"
+
+namespace unipool {
+
+// Where the pool's memory stands with respect to pinning.
+enum class HostPinningState : uint8_t {
+  pageable,           // pinned=off
+  pageable_no_gpu,    // pinned asked, but no CUDA runtime with a device
+  pinned,             // every committed chunk so far is pinned
+  partially_pinned,   // best_effort and some registrations failed
+};
+const char* to_string(HostPinningState s) noexcept;
+
+namespace host {
+class Engine;  // csrc/host/engine.hpp
+}
+
+class HostPool {
+ public:
+  // Throws std::invalid_argument for a bad config (the message names the key).
+  explicit HostPool(const HostPoolConfig& config = {});
+  explicit HostPool(std::string_view config_string)
+      : HostPool(HostPoolConfig::parse(config_string)) {}
+  // Returns every byte to the OS. Blocks still live become invalid.
+  ~HostPool();
+
+  HostPool(const HostPool&) = delete;
+  HostPool& operator=(const HostPool&) = delete;
+
+  // The process-wide pool, configured from UNIPOOL_HOST_CONF on first use.
+  // Throws std::invalid_argument when that string is bad.
+  static HostPool& default_pool();
+  // The same without throwing (for a malloc replacement): nullptr when the
+  // config is bad; then default_pool_error() says why. Never allocates.
+  static HostPool* default_pool_nothrow() noexcept;
+  static const char* default_pool_error() noexcept;
+
+  // A block of at least `size` bytes, aligned to 16 (alignment 0) or to
+  // `alignment` (a power of two). nullptr on failure; last_status() and
+  // last_error() then say why (zero_size, bad_alignment, too_large,
+  // out_of_space: limit reached, mmap failed, or pinning failed with pinned=on).
+  void* allocate(size_t size) noexcept;
+  void* allocate(size_t size, size_t alignment) noexcept;
+
+  // Frees a block. nullptr is a no-op. A pointer the pool did not give out, a
+  // double free or an interior pointer returns Status::not_live and changes
+  // nothing (last_error() names which).
+  Status free(void* p) noexcept;
+
+  // Frees a block once `fence` (recorded on `source`) completes; until then
+  // the block is not reused. The pool owns the fence from here on and
+  // releases it to `source`, which must outlive the deferral. Deferred blocks
+  // are reclaimed by collect_deferred() and by the pool's slow paths.
+  Status free_after(void* p, FenceSource& source, FenceId fence) noexcept;
+  // Frees the deferred blocks whose fences completed; returns how many.
+  size_t collect_deferred() noexcept;
+
+  // Bytes usable at p (>= the size asked), 0 if p is not a live block.
+  size_t usable_size(const void* p) const noexcept;
+  // True when p is a live block of this pool.
+  bool owns(const void* p) const noexcept;
+  // True when p is a live block in pinned memory.
+  bool is_pinned(const void* p) const noexcept;
+
+  // Gives the calling thread's cached memory back to the shared pool (what
+  // thread exit does).
+  void flush_thread_cache() noexcept;
+  // flush_thread_cache(), frees completed deferrals, returns the huge cache
+  // to the OS and decommits whole free chunks of pageable arenas.
+  void trim() noexcept;
+
+  HostPoolStats stats() const noexcept;
+  void reset_peaks() noexcept;
+  HostPinningState pinning_state() const noexcept;
+  const HostPoolConfig& config() const noexcept;
+
+  // Checks every invariant (exact accounting: allocated + deferred + cached +
+  // arena free + overhead == committed, every page and list consistent, every
+  // arena's range allocator valid). Wants no concurrent use of the pool.
+  bool validate(std::string* why = nullptr) const;
+
+  // The status and message of this thread's last failed call on any host pool.
+  static Status last_status() noexcept;
+  static const char* last_error() noexcept;
+
+ private:
+  host::Engine* engine_;
+};
+
+}  // namespace unipool
