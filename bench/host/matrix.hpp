@@ -1,0 +1,31 @@
+// host_bench: the parent side. Runs every (workload, threads, allocator)
+// cell in a child process of this same binary and collects the results.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cell_result.hpp"
+#include "peers.hpp"
+
+namespace host_bench {
+
+struct MatrixOptions {
+  std::vector<std::string> workloads;
+  std::vector<unsigned> threads;
+  std::vector<Peer> peers;           // for every workload but rpmalloc_random
+  std::vector<Peer> policy_peers;    // unipool:<policy>, rpmalloc_random only
+  bool quick = false;
+  unsigned repeat = 1;               // runs per cell; the median by ops/s is kept
+  double timeout_s = 300;
+};
+
+// Runs one cell once; nothing when the child failed (its stderr shows why).
+std::optional<CellResult> run_cell(const Peer& peer, const std::string& workload, unsigned threads, bool quick,
+                                   double timeout_s);
+
+// Runs the whole matrix, printing progress to stderr.
+std::vector<CellResult> run_matrix(const MatrixOptions& opt);
+
+}  // namespace host_bench
