@@ -1,0 +1,54 @@
+// unipool backend: the operating system's memory, for the host pool.
+//
+// Address space is reserved once (PROT_NONE, MAP_NORESERVE: costs nothing),
+// committed in chunks (read-write, optionally transparent or hugetlbfs huge
+// pages, optionally bound to a NUMA node and touched by the pool) and
+// decommitted with MADV_DONTNEED. NUMA binding is the raw mbind system call,
+// so the core links no libnuma. Nothing here allocates from the heap.
+#pragma once
+
+#include <cstdint>
+
+namespace unipool::backend::os {
+
+enum class HugePages : uint8_t { off, thp, hugetlb };
+
+struct CommitOptions {
+  HugePages huge_pages = HugePages::off;
+  int numa_node = -1;        // -1: no binding
+  bool first_touch = false;  // write one byte per page now
+};
+
+struct CommitResult {
+  bool ok = false;
+  bool hugetlb_fallback = false;  // hugetlb asked, normal pages used
+  int error = 0;                  // errno of the call that failed
+  const char* what = "";          // which call failed ("mprotect", "mbind", ...)
+};
+
+uint64_t page_size() noexcept;
+
+// Reserves `bytes` of address space aligned to `alignment` (a power of two,
+// at least the page size). nullptr on failure (errno kept).
+void* reserve(uint64_t bytes, uint64_t alignment) noexcept;
+// Makes [p, p + bytes) usable. p and bytes are multiples of 2 MiB when
+// hugetlb pages are asked.
+CommitResult commit(void* p, uint64_t bytes, const CommitOptions& options) noexcept;
+// Gives the physical pages of [p, p + bytes) back; the range stays usable
+// (it reads as zeros and faults pages in again).
+bool decommit(void* p, uint64_t bytes) noexcept;
+// Turns a committed range back into reserved address space (PROT_NONE, no
+// pages), whatever pages backed it.
+bool uncommit(void* p, uint64_t bytes) noexcept;
+// Returns the range to the OS.
+bool release(void* p, uint64_t bytes) noexcept;
+// Binds [p, p + bytes) to `node` (MPOL_BIND). Returns 0 or an errno.
+int bind_to_node(void* p, uint64_t bytes, int node) noexcept;
+// Writes one byte per page so that the pages are faulted in now.
+void touch_pages(void* p, uint64_t bytes) noexcept;
+
+// Metadata memory for the engine itself: zeroed, read-write, page-rounded.
+void* map_metadata(uint64_t bytes) noexcept;
+void unmap_metadata(void* p, uint64_t bytes) noexcept;
+
+}  // namespace unipool::backend::os

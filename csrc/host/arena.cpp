@@ -1,0 +1,275 @@
+// unipool host: arenas: reserve once, commit and pin in chunks, carve with
+// the range allocator, decommit free chunks.
+#include "host/arena.hpp"
+
+#include <new>
+
+#include "backend/host_pinner.hpp"
+#include "host/thread_state.hpp"
+
+namespace unipool::host {
+namespace {
+
+constexpr uint64_t kBlockAlignment = 64;
+
+uint64_t round_up(uint64_t v, uint64_t to) noexcept { return (v + to - 1) / to * to; }
+
+}  // namespace
+
+bool Arena::init(const ArenaSettings& settings) noexcept {
+  reserved_ = settings.reserve / kSegmentSize * kSegmentSize;
+  chunk_ = settings.chunk;
+  const uint64_t slots = reserved_ / kSegmentSize;
+  const uint64_t chunks = reserved_ / chunk_;
+  meta_bytes_ = round_up(sizeof(RangeAllocator), 64) + slots + chunks;
+  meta_ = backend::os::map_metadata(meta_bytes_);
+  if (meta_ == nullptr) return false;
+  base_ = static_cast<char*>(backend::os::reserve(reserved_, kSegmentSize));
+  if (base_ == nullptr) {
+    backend::os::unmap_metadata(meta_, meta_bytes_);
+    meta_ = nullptr;
+    return false;
+  }
+  auto* bytes = static_cast<char*>(meta_);
+  slots_ = reinterpret_cast<std::atomic<uint8_t>*>(bytes + round_up(sizeof(RangeAllocator), 64));
+  chunks_ = reinterpret_cast<uint8_t*>(slots_) + slots;
+  RangeAllocatorOptions options;
+  options.alignment = kBlockAlignment;
+  // The range allocator keeps its nodes in std::vectors; under a malloc
+  // replacement those allocations are served on the side (thread_state.hpp).
+  InternalScope internal;
+  try {
+    ranges_ = new (meta_) RangeAllocator(0, options);
+  } catch (...) {
+    backend::os::release(base_, reserved_);
+    backend::os::unmap_metadata(meta_, meta_bytes_);
+    base_ = nullptr;
+    meta_ = nullptr;
+    return false;
+  }
+  return true;
+}
+
+void Arena::destroy(const ArenaSettings& settings) noexcept {
+  if (meta_ == nullptr) return;
+  if (settings.pinner != nullptr) {
+    for (uint64_t c = 0; c < committed_end_ / chunk_; ++c) {
+      if (chunks_[c] & kRegistrationStart) settings.pinner->unpin(base_ + c * chunk_);
+    }
+  }
+  backend::os::release(base_, reserved_);
+  {
+    InternalScope internal;
+    ranges_->~RangeAllocator();
+  }
+  backend::os::unmap_metadata(meta_, meta_bytes_);
+  *this = Arena{};
+}
+
+Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, const ArenaSettings& settings,
+                       RangeAllocation* out, ArenaDelta* delta, Message* why, bool* full) noexcept {
+  *full = false;
+  InternalScope internal;  // node vectors may grow
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    RangeAllocation r;
+    try {
+      r = ranges_->allocate(size, alignment > kBlockAlignment ? alignment : 0);
+    } catch (...) {
+      return Status::out_of_space;
+    }
+    if (r) {
+      recommit(r.offset, ranges_->allocation_size(r.offset, r.handle), settings, delta);
+      *out = r;
+      return Status::ok;
+    }
+    if (r.status != Status::out_of_space && r.status != Status::too_large) {
+      why->add("the range allocator refused: ").add(to_string(r.status));
+      return r.status;
+    }
+    const uint64_t need = size + (alignment > kBlockAlignment ? alignment : 0);
+    const uint64_t trailing = ranges_->trailing_free();
+    uint64_t bytes = round_up(need > trailing ? need - trailing : chunk_, chunk_);
+    if (bytes > headroom) {
+      why->add("the pool's limit on committed bytes is reached");
+      return Status::out_of_space;
+    }
+    if (committed_end_ + bytes > reserved_) {
+      *full = true;
+      why->add("the arena's reserved address space is full");
+      return Status::out_of_space;
+    }
+    const Status s = grow(bytes, settings, delta, why);
+    if (s != Status::ok) return s;
+  }
+  why->add("no range fits after growing the arena");
+  return Status::out_of_space;
+}
+
+Status Arena::free(uint64_t offset, uint64_t handle) noexcept {
+  InternalScope internal;
+  return ranges_->free(offset, handle);
+}
+
+Status Arena::grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta, Message* why) noexcept {
+  char* start = base_ + committed_end_;
+  const backend::os::CommitResult committed = backend::os::commit(start, bytes, settings.commit);
+  if (!committed.ok) {
+    why->add(committed.what).add(" failed committing ").add_dec(bytes).add(" bytes at ").add_ptr(start)
+        .add(" (errno ").add_dec(static_cast<uint64_t>(committed.error)).add(")");
+    return Status::out_of_space;
+  }
+  if (committed.hugetlb_fallback) ++delta->hugetlb_fallbacks;
+  const uint64_t first = committed_end_ / chunk_;
+  const uint64_t count = bytes / chunk_;
+  uint8_t fresh = kPageable;
+  if (settings.pinner != nullptr) {
+    // Pin in pieces of at most max_pin bytes (whole chunks, at least one).
+    const uint64_t per_piece = settings.max_pin / chunk_ > 0 ? settings.max_pin / chunk_ : 1;
+    for (uint64_t c = 0; c < count; c += per_piece) {
+      const uint64_t n = count - c < per_piece ? count - c : per_piece;
+      char* piece = start + c * chunk_;
+      const BackendStatus pinned = settings.pinner->pin(piece, n * chunk_);
+      if (pinned.is_ok()) {
+        ++delta->registrations;
+        chunks_[first + c] = kRegistrationStart | kPinned;
+        for (uint64_t k = 1; k < n; ++k) chunks_[first + c + k] = kPinned;
+        continue;
+      }
+      ++delta->pin_failures;
+      if (settings.pinned == HostPinned::on) {
+        // Never hand out memory as pinned that is not: undo the whole growth.
+        for (uint64_t k = 0; k < c; ++k) {
+          if (chunks_[first + k] & kRegistrationStart) settings.pinner->unpin(start + k * chunk_);
+          chunks_[first + k] = kUncommitted;
+        }
+        backend::os::uncommit(start, bytes);
+        why->add("pinning ").add_dec(n * chunk_).add(" bytes at ").add_ptr(piece)
+            .add(" failed (pinned=on): ").add(pinned.message);
+        return Status::out_of_space;
+      }
+      for (uint64_t k = 0; k < n; ++k) chunks_[first + c + k] = kPinFailed;
+      delta->pageable_fallback += n * chunk_;
+    }
+    fresh = 0;
+  }
+  if (fresh != 0) {
+    for (uint64_t k = 0; k < count; ++k) chunks_[first + k] = fresh;
+  }
+  uint64_t newly_pinned = 0;
+  for (uint64_t k = 0; k < count; ++k) {
+    if (state(first + k) == kPinned) newly_pinned += chunk_;
+  }
+  {
+    InternalScope internal;
+    if (ranges_->extend(bytes) != Status::ok) {
+      why->add("the arena's range allocator could not grow");
+      return Status::out_of_space;
+    }
+  }
+  committed_end_ += bytes;
+  committed_bytes_ += bytes;
+  pinned_bytes_ += newly_pinned;
+  delta->committed += static_cast<int64_t>(bytes);
+  delta->pinned += static_cast<int64_t>(newly_pinned);
+  return Status::ok;
+}
+
+void Arena::recommit(uint64_t offset, uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta) noexcept {
+  for (uint64_t c = offset / chunk_; c * chunk_ < offset + bytes; ++c) {
+    if (state(c) != kDecommitted) continue;
+    set_state(c, kPageable);
+    committed_bytes_ += chunk_;
+    delta->committed += static_cast<int64_t>(chunk_);
+    if (settings.commit.first_touch) backend::os::touch_pages(base_ + c * chunk_, chunk_);
+  }
+}
+
+void Arena::maybe_trim(uint64_t retain, ArenaDelta* delta) noexcept {
+  const uint64_t free_committed = free_committed_bytes();
+  if (free_committed > retain && free_committed >= trim_floor_ + 2 * chunk_) trim(retain, delta);
+}
+
+void Arena::trim(uint64_t retain, ArenaDelta* delta) noexcept {
+  if (pinned_bytes_ != 0) return;  // re-pinning costs ~0.1 s/GB: pinned arenas keep their chunks
+  struct Walk {
+    Arena* arena;
+    uint64_t retain;
+    ArenaDelta* delta;
+  } walk{this, retain, delta};
+  Walk* w = &walk;  // one pointer: std::function keeps it inline, no allocation
+  ranges_->for_each_range([w](const RangeInfo& r) {
+    Arena& a = *w->arena;
+    if (r.used || a.free_committed_bytes() <= w->retain) return;
+    const uint64_t first = (r.offset + a.chunk_ - 1) / a.chunk_;
+    const uint64_t end = (r.offset + r.size) / a.chunk_;
+    for (uint64_t c = first; c < end && a.free_committed_bytes() > w->retain; ++c) {
+      if (a.state(c) != kPageable) continue;
+      backend::os::decommit(a.base_ + c * a.chunk_, a.chunk_);
+      a.set_state(c, kDecommitted);
+      a.committed_bytes_ -= a.chunk_;
+      w->delta->committed -= static_cast<int64_t>(a.chunk_);
+    }
+  });
+  trim_floor_ = free_committed_bytes();
+}
+
+bool Arena::range_pinned(uint64_t offset, uint64_t bytes) const noexcept {
+  for (uint64_t c = offset / chunk_; c * chunk_ < offset + bytes; ++c) {
+    if (state(c) != kPinned) return false;
+  }
+  return true;
+}
+
+bool Arena::validate(Message* why) const {
+  if (meta_ == nullptr) return true;
+  if (ranges_->capacity() != committed_end_) {
+    why->add("arena: range allocator capacity differs from the committed end");
+    return false;
+  }
+  uint64_t committed = 0, pinned = 0;
+  for (uint64_t c = 0; c < committed_end_ / chunk_; ++c) {
+    const uint8_t s = state(c);
+    if (s == kUncommitted) {
+      why->add("arena: chunk ").add_dec(c).add(" below the committed end is uncommitted");
+      return false;
+    }
+    if (s != kDecommitted) committed += chunk_;
+    if (s == kPinned) pinned += chunk_;
+  }
+  for (uint64_t c = committed_end_ / chunk_; c < reserved_ / chunk_; ++c) {
+    if (chunks_[c] != kUncommitted) {
+      why->add("arena: chunk ").add_dec(c).add(" above the committed end has a state");
+      return false;
+    }
+  }
+  if (committed != committed_bytes_ || pinned != pinned_bytes_) {
+    why->add("arena: committed or pinned bytes differ from a recount of the chunks");
+    return false;
+  }
+  if (ranges_->used_bytes() > committed_bytes_) {
+    why->add("arena: more bytes used than committed");
+    return false;
+  }
+  bool overlap = false;
+  const Arena* self = this;
+  const Arena** ctx = &self;
+  ranges_->for_each_range([ctx, &overlap](const RangeInfo& r) {
+    const Arena& a = **ctx;
+    if (!r.used) return;
+    for (uint64_t c = r.offset / a.chunk_; c * a.chunk_ < r.offset + r.size; ++c) {
+      if (a.state(c) == kDecommitted) overlap = true;
+    }
+  });
+  if (overlap) {
+    why->add("arena: a used range lies over a decommitted chunk");
+    return false;
+  }
+  std::string range_why;
+  if (!ranges_->validate(&range_why)) {
+    why->add("arena range allocator: ").add(range_why.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace unipool::host

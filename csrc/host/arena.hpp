@@ -1,0 +1,120 @@
+// unipool host: an arena, one reserved range of address space that grows.
+//
+// The range is reserved once, aligned to the segment size. Its committed
+// prefix [0, committed_end) is the capacity of a RangeAllocator: segments
+// (4 MiB, 4 MiB-aligned) and large blocks (exact sizes) are carved from it.
+// When nothing fits, the arena commits more at the end, in whole chunks, and
+// pins the new chunks (one registration per piece of at most max_pin bytes)
+// when the pool is pinned. Free whole chunks of pageable arenas can be
+// decommitted; a later allocation over them counts them committed again.
+//
+// Not thread-safe: the engine calls it under its large-block lock.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "backend/os/os_memory.hpp"
+#include "host/errors.hpp"
+#include "host/layout.hpp"
+#include "unipool/host_config.hpp"
+#include "unipool/range_allocator.hpp"
+
+namespace unipool::backend {
+class HostPinner;
+}
+
+namespace unipool::host {
+
+struct ArenaSettings {
+  uint64_t reserve = 0;
+  uint64_t chunk = 0;
+  uint64_t max_pin = 0;
+  HostPinned pinned = HostPinned::off;
+  backend::HostPinner* pinner = nullptr;  // null: nothing is pinned
+  backend::os::CommitOptions commit;
+};
+
+// What one call changed, for the pool's counters.
+struct ArenaDelta {
+  int64_t committed = 0;
+  int64_t pinned = 0;
+  uint64_t pageable_fallback = 0;  // bytes left pageable because pinning failed
+  uint64_t pin_failures = 0;
+  uint64_t registrations = 0;
+  uint64_t hugetlb_fallbacks = 0;
+};
+
+enum : uint8_t { kSlotOther = 0, kSlotSegment = 1 };
+
+class Arena {
+ public:
+  // Reserves the range and maps the arena's own metadata.
+  bool init(const ArenaSettings& settings) noexcept;
+  // Unpins every registration and returns everything to the OS.
+  void destroy(const ArenaSettings& settings) noexcept;
+
+  // [offset, offset + extent) with offset aligned to max(alignment, 64).
+  // Commits (and pins) more when needed, at most `headroom` bytes.
+  Status allocate(uint64_t size, uint64_t alignment, uint64_t headroom, const ArenaSettings& settings,
+                  RangeAllocation* out, ArenaDelta* delta, Message* why, bool* full) noexcept;
+  Status free(uint64_t offset, uint64_t handle) noexcept;
+  // Decommits whole free chunks until at most `retain` free bytes stay
+  // committed. Pageable arenas only.
+  void trim(uint64_t retain, ArenaDelta* delta) noexcept;
+  // Trims when the free committed bytes grew past the last trim by 2 chunks.
+  void maybe_trim(uint64_t retain, ArenaDelta* delta) noexcept;
+
+  bool contains(uintptr_t a) const noexcept { return a - reinterpret_cast<uintptr_t>(base_) < reserved_; }
+  bool range_pinned(uint64_t offset, uint64_t bytes) const noexcept;
+  uint8_t slot_kind(uintptr_t a) const noexcept {
+    return slots_[(a - reinterpret_cast<uintptr_t>(base_)) >> kSegmentShift].load(std::memory_order_relaxed);
+  }
+  void set_slot(uint64_t offset, uint8_t kind) noexcept {
+    slots_[offset >> kSegmentShift].store(kind, std::memory_order_relaxed);
+  }
+
+  char* base() const noexcept { return base_; }
+  uint64_t reserved() const noexcept { return reserved_; }
+  uint64_t committed_end() const noexcept { return committed_end_; }
+  uint64_t committed_bytes() const noexcept { return committed_bytes_; }
+  uint64_t pinned_bytes() const noexcept { return pinned_bytes_; }
+  uint64_t used_bytes() const noexcept { return ranges_->used_bytes(); }
+  uint64_t free_committed_bytes() const noexcept { return committed_bytes_ - ranges_->used_bytes(); }
+  const RangeAllocator& ranges() const noexcept { return *ranges_; }
+  // Checks chunk states against the counters and the range allocator.
+  bool validate(Message* why) const;
+
+ private:
+  enum : uint8_t {
+    kUncommitted = 0,
+    kPageable = 1,
+    kPinned = 2,
+    kPinFailed = 3,
+    kDecommitted = 4,
+    kStateMask = 0x7F,
+    kRegistrationStart = 0x80,  // a pin registration begins at this chunk
+  };
+
+  Status grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta, Message* why) noexcept;
+  void recommit(uint64_t offset, uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta) noexcept;
+  uint8_t state(uint64_t chunk) const noexcept { return chunks_[chunk] & kStateMask; }
+  void set_state(uint64_t chunk, uint8_t s) noexcept {
+    chunks_[chunk] = static_cast<uint8_t>((chunks_[chunk] & kRegistrationStart) | s);
+  }
+
+  char* base_ = nullptr;
+  uint64_t reserved_ = 0;
+  uint64_t chunk_ = 0;
+  RangeAllocator* ranges_ = nullptr;    // lives in meta_
+  std::atomic<uint8_t>* slots_ = nullptr;  // per 4 MiB: kSlotSegment or not
+  uint8_t* chunks_ = nullptr;           // per chunk: state
+  void* meta_ = nullptr;
+  uint64_t meta_bytes_ = 0;
+  uint64_t committed_end_ = 0;
+  uint64_t committed_bytes_ = 0;
+  uint64_t pinned_bytes_ = 0;
+  uint64_t trim_floor_ = 0;
+};
+
+}  // namespace unipool::host

@@ -1,0 +1,339 @@
+// unipool host: the engine's life cycle, pointer lookup and dispatch.
+#include "host/engine.hpp"
+
+#include <time.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "backend/host_pinner.hpp"
+#include "host/engine_fast.hpp"
+
+namespace unipool::host {
+namespace {
+
+uint64_t mix(uint64_t x) noexcept {  // splitmix64's finalizer
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t make_secret(const void* self) noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const uint64_t s = mix(static_cast<uint64_t>(ts.tv_nsec) ^ (static_cast<uint64_t>(ts.tv_sec) << 32) ^
+                         reinterpret_cast<uintptr_t>(self));
+  return s & ~uint64_t{15};  // keeps cookies distinct from the deferred mark bits
+}
+
+backend::os::HugePages to_os(HostHugePages h) noexcept {
+  switch (h) {
+    case HostHugePages::thp: return backend::os::HugePages::thp;
+    case HostHugePages::hugetlb: return backend::os::HugePages::hugetlb;
+    case HostHugePages::off: break;
+  }
+  return backend::os::HugePages::off;
+}
+
+}  // namespace
+
+Engine::Engine(const HostPoolConfig& config) : config_(config) {
+  const char* why = nullptr;
+  if (config_.check(&why) != Status::ok) throw std::invalid_argument(std::string("unipool host pool: ") + why);
+  secret_ = make_secret(this);
+  middle_max_ = config_.middle_max;
+  huge_threshold_ = config_.huge_threshold;
+  switch (config_.thread_cache) {
+    case HostThreadCache::unlimited:
+      heap_cache_limit_ = ~uint64_t{0};
+      segment_cache_limit_ = ~uint64_t{0};
+      break;
+    case HostThreadCache::performance:
+      heap_cache_limit_ = uint64_t{4} << 20;
+      segment_cache_limit_ = 4;
+      break;
+    case HostThreadCache::size:
+    case HostThreadCache::none:
+      heap_cache_limit_ = 0;
+      segment_cache_limit_ = 0;
+      break;
+  }
+  const bool lean = config_.thread_cache == HostThreadCache::size || config_.thread_cache == HostThreadCache::none;
+  retain_ = config_.retain != ~uint64_t{0} ? config_.retain : (lean ? 0 : uint64_t{256} << 20);
+  arena_settings_.reserve = config_.reserve;
+  arena_settings_.chunk = config_.chunk;
+  arena_settings_.max_pin = config_.max_pin;
+  arena_settings_.pinned = config_.pinned;
+  arena_settings_.commit.huge_pages = to_os(config_.huge_pages);
+  arena_settings_.commit.numa_node = config_.numa_node;
+  arena_settings_.commit.first_touch = config_.first_touch == 1 || (config_.first_touch == -1 && config_.numa_node >= 0);
+  uint64_t generation = 0;
+  if (!registry_add(this, &registry_slot_, &generation)) {
+    throw std::runtime_error("unipool host pool: too many pools alive at once (at most 127)");
+  }
+  if (config_.thread_cache != HostThreadCache::none) {
+    slot_ = registry_slot_;
+    generation_ = generation;
+  }
+}
+
+Engine::~Engine() {
+  registry_remove(registry_slot_);
+  deferred_.for_each([](const DeferredEntry& e) {
+    try {
+      e.source->release(e.fence);
+    } catch (...) {
+    }
+  });
+  deferred_.release();
+  huge_.for_each([this](const HugeEntry& e) { unmap_huge(reinterpret_cast<char*>(e.ptr), e.map_bytes, e.pinned); });
+  huge_.release();
+  drop_huge_cache();
+  for (uint32_t i = 0; i < arena_count_.load(std::memory_order_relaxed); ++i) arenas_[i].destroy(arena_settings_);
+  for (Heap* list : {heaps_, free_heaps_}) {
+    while (list != nullptr) {
+      Heap* next = list->next;
+      backend::os::unmap_metadata(list, sizeof(Heap));
+      list = next;
+    }
+  }
+  InternalScope internal;
+  pinner_.reset();
+}
+
+// ---- where a pointer is ---------------------------------------------------------
+
+Engine::Located Engine::locate(const void* p) const noexcept {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const uint32_t count = arena_count_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < count; ++i) {
+    const Arena& arena = arenas_[i];
+    if (!arena.contains(a)) continue;
+    Located loc;
+    loc.arena = const_cast<Arena*>(&arena);
+    loc.arena_index = i;
+    if (arena.slot_kind(a) == kSlotSegment) {
+      loc.kind = Kind::small;
+      loc.page = Segment::of(p)->page_of(p);
+    } else {
+      loc.kind = Kind::large;
+    }
+    return loc;
+  }
+  Located loc;
+  loc.kind = Kind::huge;
+  return loc;
+}
+
+Status Engine::misuse(const char* what, const void* p) const noexcept {
+  misuse_count_.fetch_add(1, std::memory_order_relaxed);
+  return fail(Status::not_live, Message{}.add("unipool host pool: ").add(what).add(" (pointer ").add_ptr(p).add(")"));
+}
+
+Status Engine::check_block(Page* page, const void* p) const noexcept {
+  const uint64_t off = page->page_offset_of(p);
+  const uint64_t extended = page->extended.load(std::memory_order_relaxed);
+  if (page->owner.load(std::memory_order_relaxed) == kOwnerNone || extended == 0 ||
+      off >= extended * page->block_size) {
+    return misuse("free of a pointer inside the pool that no allocation returned", p);
+  }
+  const uint64_t idx = (off * page->reciprocal) >> 32;
+  if (idx * page->block_size != off) {
+    return misuse("free of an interior pointer (not the start of its block)", p);
+  }
+  const auto* b = static_cast<const Block*>(p);
+  if (b->cookie == (reinterpret_cast<uintptr_t>(p) ^ secret_)) {
+    return misuse("double free (the block is already free)", p);
+  }
+  return Status::ok;
+}
+
+// ---- dispatch ----------------------------------------------------------------------
+
+void* Engine::allocate_slow(size_t size, size_t alignment) noexcept {
+  if (size == 0) {
+    fail(Status::zero_size, "unipool host pool: allocation of 0 bytes");
+    return nullptr;
+  }
+  if (alignment != 0 && (alignment & (alignment - 1)) != 0) {
+    fail(Status::bad_alignment,
+         Message{}.add("unipool host pool: alignment ").add_dec(alignment).add(" is not a power of two"));
+    return nullptr;
+  }
+  if (alignment <= 16) alignment = 0;
+  if (size > (uint64_t{1} << 56) || alignment > (uint64_t{1} << 40)) {
+    fail(Status::too_large, Message{}.add("unipool host pool: allocation of ").add_dec(size).add(" bytes is too large"));
+    return nullptr;
+  }
+  ensure_fork_handlers();
+  if (t_internal != 0) return allocate_huge(size, alignment, true);
+  maybe_collect_deferred();
+  if (size <= middle_max_ && alignment <= kMaxClassAlignment) {
+    const uint32_t cls = alignment != 0 ? aligned_class(size, alignment) : class_of(size);
+    if (cls < kNumClasses && kClassSize[cls] <= middle_max_) {
+      if (Heap* heap = heap_for_thread()) {
+        Page* page = heap->hot[cls].page;
+        if (page->free != nullptr) {
+          bump(heap->hot[cls].allocs);
+          return pop_block(page);
+        }
+        return heap_alloc_slow(heap, cls);
+      }
+      return shared_alloc(cls);
+    }
+  }
+  if (size > huge_threshold_) return allocate_huge(size, alignment, false);
+  return allocate_large(size, alignment);
+}
+
+Status Engine::free_slow(void* p) noexcept {
+  if (p == nullptr) return Status::ok;
+  if (deferred_count_.load(std::memory_order_relaxed) != 0 && is_deferred(p)) {
+    return misuse("free of a block already freed with free_after (double free)", p);
+  }
+  return free_located(p);
+}
+
+Status Engine::free_located(void* p) noexcept {
+  const Located loc = locate(p);
+  switch (loc.kind) {
+    case Kind::small: {
+      const Status s = check_block(loc.page, p);
+      if (s != Status::ok) return s;
+      return free_block(loc.page, static_cast<Block*>(p));
+    }
+    case Kind::large: return free_large(loc.arena, p);
+    case Kind::huge:
+    case Kind::none: break;
+  }
+  return free_huge(p);
+}
+
+uint64_t Engine::footprint(const void* p) const noexcept {
+  const Located loc = locate(p);
+  if (loc.kind == Kind::small) return check_block(loc.page, p) == Status::ok ? loc.page->block_size : 0;
+  if (loc.kind == Kind::large) {
+    LockGuard lock(large_lock_);
+    const LargeHeader* h = large_header(loc.arena, p);
+    return h ? h->extent : 0;
+  }
+  LockGuard lock(huge_lock_);
+  const HugeEntry* e = huge_.find(reinterpret_cast<uintptr_t>(p));
+  return e ? e->map_bytes : 0;
+}
+
+size_t Engine::usable_size(const void* p) const noexcept {
+  if (p == nullptr) return 0;
+  if (deferred_count_.load(std::memory_order_relaxed) != 0 && is_deferred(p)) return 0;
+  const Located loc = locate(p);
+  if (loc.kind == Kind::small) {
+    // No error recorded here: asking is not misuse.
+    const Page* page = loc.page;
+    const uint64_t off = page->page_offset_of(p);
+    const uint64_t extended = page->extended.load(std::memory_order_relaxed);
+    if (page->owner.load(std::memory_order_relaxed) == kOwnerNone || off >= extended * page->block_size) return 0;
+    if (((off * page->reciprocal) >> 32) * page->block_size != off) return 0;
+    if (static_cast<const Block*>(p)->cookie == (reinterpret_cast<uintptr_t>(p) ^ secret_)) return 0;
+    return page->block_size;
+  }
+  if (loc.kind == Kind::large) {
+    LockGuard lock(large_lock_);
+    const LargeHeader* h = large_header(loc.arena, p);
+    return h ? h->extent - h->pad : 0;
+  }
+  LockGuard lock(huge_lock_);
+  const HugeEntry* e = huge_.find(reinterpret_cast<uintptr_t>(p));
+  return e ? e->map_bytes : 0;
+}
+
+bool Engine::is_pinned(const void* p) const noexcept {
+  if (usable_size(p) == 0) return false;
+  const Located loc = locate(p);
+  if (loc.kind == Kind::small) {
+    const Segment* seg = Segment::of(p);
+    LockGuard lock(large_lock_);
+    return loc.arena->range_pinned(seg->range_offset, kSegmentSize);
+  }
+  if (loc.kind == Kind::large) {
+    LockGuard lock(large_lock_);
+    const LargeHeader* h = large_header(loc.arena, p);
+    return h != nullptr && h->pinned != 0;
+  }
+  LockGuard lock(huge_lock_);
+  const HugeEntry* e = huge_.find(reinterpret_cast<uintptr_t>(p));
+  return e != nullptr && e->pinned;
+}
+
+// ---- maintenance ----------------------------------------------------------------------
+
+void Engine::trim() noexcept {
+  flush_thread_cache();
+  collect_deferred();
+  drop_huge_cache();
+  {
+    // Cached segments go back to their arenas first.
+    LockGuard lock(pages_lock_);
+    while (cached_segments_ != nullptr) {
+      Segment* seg = cached_segments_;
+      cached_segments_ = seg->next;
+      if (cached_segments_) cached_segments_->prev = nullptr;
+      seg->next = seg->prev = nullptr;
+      seg->in_free_list = false;
+      --cached_segment_count_;
+      release_segment(seg);
+    }
+  }
+  LockGuard lock(large_lock_);
+  ArenaDelta delta;
+  for (uint32_t i = 0; i < arena_count_.load(std::memory_order_relaxed); ++i) arenas_[i].trim(0, &delta);
+  apply(delta);
+}
+
+HostPinningState Engine::pinning_state() const noexcept {
+  if (config_.pinned == HostPinned::off) return HostPinningState::pageable;
+  LockGuard lock(large_lock_);
+  if (pinner_checked_ && !pin_available_) return HostPinningState::pageable_no_gpu;
+  if (pin_failures_.load(std::memory_order_relaxed) != 0) return HostPinningState::partially_pinned;
+  return HostPinningState::pinned;
+}
+
+// ---- fork ---------------------------------------------------------------------------
+
+void Engine::fork_prepare() noexcept {
+  heaps_lock_.lock();
+  for (SharedClass& sc : shared_) sc.lock.lock();
+  pages_lock_.lock();
+  large_lock_.lock();
+  huge_lock_.lock();
+  deferred_lock_.lock();
+}
+
+void Engine::fork_release(bool child) noexcept {
+  deferred_lock_.unlock();
+  huge_lock_.unlock();
+  large_lock_.unlock();
+  pages_lock_.unlock();
+  for (uint32_t c = kNumClasses; c-- > 0;) shared_[c].lock.unlock();
+  heaps_lock_.unlock();
+  if (!child) return;
+  // The child has one thread: the heaps of the others will never be used
+  // again. Give their pages to the shared lists, so frees find an owner.
+  for (;;) {
+    Heap* orphan = nullptr;
+    {
+      LockGuard lock(heaps_lock_);
+      for (Heap* h = heaps_; h != nullptr; h = h->next) {
+        if (h->thread != t_thread) {
+          orphan = h;
+          break;
+        }
+      }
+    }
+    if (orphan == nullptr) break;
+    retire_heap(orphan);
+  }
+}
+
+}  // namespace unipool::host

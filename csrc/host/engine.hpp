@@ -1,0 +1,259 @@
+// unipool host: the engine behind unipool::HostPool.
+//
+// Paths by size (docs/host_pool.md):
+//   small/middle  thread heaps (heap.hpp) over segments (layout.hpp), or the
+//                 shared class lists when thread caches are off
+//   large         exact-size blocks with a 64-byte header, from the arenas
+//   huge          own mappings in a table, with a small cache (BigCache)
+//
+// Locks, always taken in this order: registry (thread_state.cpp) -> heaps_lock_
+// -> shared_[c].lock -> pages_lock_ -> large_lock_ -> huge_lock_;
+// deferred_lock_ is never held while another is taken. The fast paths of
+// engine_fast.hpp take none.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "host/arena.hpp"
+#include "host/errors.hpp"
+#include "host/heap.hpp"
+#include "host/huge_table.hpp"
+#include "host/layout.hpp"
+#include "host/lock.hpp"
+#include "host/size_classes.hpp"
+#include "host/thread_state.hpp"
+#include "unipool/fence.hpp"
+#include "unipool/host_config.hpp"
+#include "unipool/host_pool.hpp"
+#include "unipool/host_stats.hpp"
+
+namespace unipool::backend {
+class HostPinner;
+}
+
+namespace unipool::host {
+
+inline constexpr uint32_t kMaxArenas = 16;
+inline constexpr uint32_t kMaxHugeCache = 64;
+inline constexpr uint64_t kLargeHeader = 64;
+inline constexpr uint8_t kNoClass = 255;  // a page a heap keeps empty
+
+// The header in front of every large block.
+struct LargeHeader {
+  uintptr_t magic;       // kLargeLive / kLargeFreed ^ user address ^ secret
+  uint64_t handle;       // the range allocator's
+  uint64_t offset;       // of the block in its arena
+  uint64_t extent;       // bytes the block occupies in the arena
+  uint64_t requested;
+  uint32_t arena;
+  uint32_t pad;          // user address - block start (64, or the alignment)
+  uint8_t pinned;
+};
+static_assert(sizeof(LargeHeader) <= kLargeHeader);
+inline constexpr uintptr_t kLargeLive = 0x756e69706f6f6c4cull;   // "unipoolL"
+inline constexpr uintptr_t kLargeFreed = 0x756e69706f6f6c46ull;  // "unipoolF"
+
+// A counter with a high-water mark.
+struct Gauge {
+  std::atomic<int64_t> now{0};
+  std::atomic<int64_t> peak{0};
+  void add(int64_t delta) noexcept {
+    const int64_t v = now.fetch_add(delta, std::memory_order_relaxed) + delta;
+    observe(v);
+  }
+  void observe(int64_t v) noexcept {
+    int64_t p = peak.load(std::memory_order_relaxed);
+    while (v > p && !peak.compare_exchange_weak(p, v, std::memory_order_relaxed)) {
+    }
+  }
+  uint64_t get() const noexcept { return static_cast<uint64_t>(now.load(std::memory_order_relaxed)); }
+  void reset_peak() noexcept { peak.store(now.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+};
+
+// The shared list of one size class: pages owned by no thread.
+struct alignas(64) SharedClass {
+  Mutex lock;
+  Page* page = &g_empty_page;  // current page
+  PageList avail;
+  PageList full;
+  std::atomic<uint32_t> adoptable{0};     // pages on avail a heap may take
+  std::atomic<uint64_t> allocs{0};        // by the shared path (under the lock)
+  std::atomic<uint64_t> frees{0};         // by threads without a heap in this pool
+  std::atomic<uint64_t> retired_allocs{0};  // counts of heaps given back
+  std::atomic<uint64_t> retired_frees{0};
+  std::atomic<uint64_t> refills{0};
+  std::atomic<bool> remote_hint{false};   // a shared page got a lock-free push
+};
+
+class Engine {
+ public:
+  explicit Engine(const HostPoolConfig& config);  // throws std::invalid_argument / std::runtime_error
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // ---- fast paths: engine_fast.hpp ----
+  inline void* pop_fast(uint32_t cls) noexcept;  // nullptr: take the slow path
+  inline void* allocate(size_t size) noexcept;
+  inline void* allocate_aligned(size_t size, size_t alignment) noexcept;
+  inline Status free(void* p) noexcept;
+
+  // ---- slow paths and the rest ----
+  void* allocate_slow(size_t size, size_t alignment) noexcept;
+  Status free_slow(void* p) noexcept;
+  Status free_after(void* p, FenceSource& source, FenceId fence) noexcept;
+  size_t collect_deferred() noexcept;
+  size_t usable_size(const void* p) const noexcept;
+  bool is_pinned(const void* p) const noexcept;
+  void flush_thread_cache() noexcept;
+  void trim() noexcept;
+  HostPoolStats stats() const noexcept;
+  void reset_peaks() noexcept;
+  HostPinningState pinning_state() const noexcept;
+  const HostPoolConfig& config() const noexcept { return config_; }
+  bool validate(std::string* why) const;
+
+  // Thread exit (registry lock held) and fork (thread_state.cpp).
+  void retire_heap(Heap* heap) noexcept;
+  void fork_prepare() noexcept;
+  void fork_release(bool child) noexcept;
+
+ private:
+  friend struct EngineAccess;
+
+  // What a pointer is, found without touching its memory.
+  enum class Kind : uint8_t { none, small, large, huge };
+  struct Located {
+    Kind kind = Kind::none;
+    Arena* arena = nullptr;
+    Page* page = nullptr;
+    uint32_t arena_index = 0;
+  };
+  Located locate(const void* p) const noexcept;
+  // Checks that p is a live small/middle block of `page`: Status::ok or
+  // not_live with the reason recorded.
+  Status check_block(Page* page, const void* p) const noexcept;
+  Status free_located(void* p) noexcept;  // free_slow() past the deferral check
+
+  // ---- small and middle (engine_small.cpp, engine_pages.cpp) ----
+  Heap* heap_for_thread() noexcept;
+  void* heap_alloc_slow(Heap* heap, uint32_t cls) noexcept;
+  void heap_free_slow(Heap* heap, Page* page) noexcept;
+  void* shared_alloc(uint32_t cls) noexcept;
+  Status free_block(Page* page, Block* block) noexcept;  // after the checks
+  void free_remote(Page* page, Block* block) noexcept;
+  void free_shared(Page* page, Block* block) noexcept;
+  void count_free(uint32_t cls) noexcept;
+  Page* acquire_page(Heap* heap, uint32_t cls) noexcept;
+  Page* take_shared_page(uint32_t cls, ThreadState* thread, Heap* heap) noexcept;
+  void release_page(Page* page) noexcept;  // empty page back to its segment
+  void retire_empty_page(Heap* heap, Page* page) noexcept;
+  Segment* new_segment(uint8_t kind) noexcept;
+  void release_segment(Segment* segment) noexcept;
+  void format_page(Page* page, uint32_t cls) noexcept;
+  bool extend_page(Page* page) noexcept;
+  uint32_t collect_remote(Page* page) noexcept;
+  void flush_class(Heap* heap, uint32_t cls) noexcept;
+  void abandon_pages(Heap* heap) noexcept;
+  Block* pop_block(Page* page) noexcept;
+
+  // ---- large (engine_large.cpp) ----
+  void* allocate_large(size_t size, size_t alignment) noexcept;
+  Status free_large(Arena* arena, void* p) noexcept;
+  LargeHeader* large_header(Arena* arena, const void* p) const noexcept;
+  void apply(const ArenaDelta& delta) noexcept;
+  // A range from some arena (large_lock_ held); adds an arena when all are full.
+  Status arena_allocate(uint64_t size, uint64_t alignment, RangeAllocation* r, uint32_t* index,
+                        Message* why) noexcept;
+  void ensure_pinner() noexcept;
+  uint64_t headroom() const noexcept;
+
+  // ---- huge (engine_huge.cpp) ----
+  void* allocate_huge(size_t size, size_t alignment, bool internal) noexcept;
+  Status free_huge(void* p) noexcept;
+  void unmap_huge(char* base, uint64_t bytes, bool pinned) noexcept;
+  void drop_huge_cache() noexcept;
+
+  // ---- deferred (engine_deferred.cpp) ----
+  void maybe_collect_deferred() noexcept;
+  // Live small/middle blocks per class from the counters, and the bytes not
+  // yet folded into the gauges (heaps_lock_ held).
+  void count_small(int64_t live[kNumClasses], uint64_t refills[kNumClasses], int64_t* unflushed) const noexcept;
+  bool validate_pages(const int64_t live[kNumClasses], Message* why) const;
+  bool is_deferred(const void* p) const noexcept;
+  uint64_t footprint(const void* p) const noexcept;  // 0 if not live
+
+  // ---- misuse ----
+  Status misuse(const char* what, const void* p) const noexcept;
+
+  HostPoolConfig config_;
+  uint64_t secret_ = 0;
+  uint64_t middle_max_ = 0;
+  uint64_t huge_threshold_ = 0;
+  uint64_t heap_cache_limit_ = 0;   // empty-page bytes a heap keeps
+  uint64_t segment_cache_limit_ = 0;  // free segments the pool keeps
+  uint64_t retain_ = 0;
+  uint32_t slot_ = 0;           // heap slot: 0 when thread caches are off
+  uint32_t registry_slot_ = 0;
+  uint64_t generation_ = ~uint64_t{0};  // heaps are used iff slot_ != 0
+
+  // Arenas: arena 0's bounds are checked inline by the free path.
+  std::atomic<uintptr_t> arena0_base_{0};
+  std::atomic<uint64_t> arena0_size_{0};
+  Arena arenas_[kMaxArenas];
+  std::atomic<uint32_t> arena_count_{0};
+  ArenaSettings arena_settings_;
+  std::unique_ptr<backend::HostPinner> pinner_;
+  bool pinner_checked_ = false;
+  bool pin_available_ = false;
+  mutable Mutex large_lock_;
+
+  // Segments and pages.
+  mutable Mutex pages_lock_;
+  Segment* free_segments_[2] = {nullptr, nullptr};  // segments with free pages, by kind
+  Segment* cached_segments_ = nullptr;              // fully free, kept
+  uint64_t cached_segment_count_ = 0;
+  uint64_t segment_count_ = 0;
+  Segment* all_segments_ = nullptr;                 // every segment held (all_next/all_prev)
+
+  SharedClass shared_[kNumClasses];
+
+  // Heaps.
+  mutable Mutex heaps_lock_;
+  Heap* heaps_ = nullptr;       // live heaps
+  Heap* free_heaps_ = nullptr;  // recycled
+  std::atomic<uint64_t> refills_retired_[kNumClasses] = {};
+
+  // Huge blocks.
+  mutable Mutex huge_lock_;
+  HugeTable huge_;
+  struct CachedMapping {
+    char* base;
+    uint64_t bytes;
+    bool pinned;
+    bool pin_failed;
+  };
+  CachedMapping huge_cache_[kMaxHugeCache] = {};
+  uint32_t huge_cache_count_ = 0;
+  uint64_t huge_cache_bytes_ = 0;
+
+  // Deferred frees. The fast free path checks deferred_count_ only.
+  mutable Mutex deferred_lock_;
+  DeferredTable deferred_;
+  std::atomic<uint64_t> deferred_count_{0};
+  std::atomic<uint64_t> slow_ticks_{0};
+
+  // Counters.
+  Gauge requested_, allocated_, committed_, pinned_, deferred_bytes_;
+  mutable Gauge cached_;
+  std::atomic<int64_t> small_flushed_{0};  // small/middle bytes folded into requested_/allocated_
+  std::atomic<uint64_t> large_count_{0}, huge_count_{0};
+  std::atomic<uint64_t> huge_hits_{0}, huge_misses_{0};
+  std::atomic<uint64_t> registrations_{0}, pin_failures_{0}, pageable_bytes_{0}, hugetlb_fallbacks_{0};
+  mutable std::atomic<uint64_t> misuse_count_{0};
+};
+
+}  // namespace unipool::host

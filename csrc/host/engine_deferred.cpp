@@ -1,0 +1,87 @@
+// unipool host: deferred frees. A block freed with free_after() stays out of
+// reuse until its fence completes (an async copy may still read it). Nothing
+// is written into the block meanwhile: the record lives in a side table, and
+// while any record exists the fast free path steps aside so a second free of
+// the block is caught.
+#include "host/engine.hpp"
+
+namespace unipool::host {
+
+bool Engine::is_deferred(const void* p) const noexcept {
+  LockGuard lock(deferred_lock_);
+  return deferred_.find(reinterpret_cast<uintptr_t>(p)) != nullptr;
+}
+
+Status Engine::free_after(void* p, FenceSource& source, FenceId fence) noexcept {
+  if (p == nullptr || fence == kNoFence) {
+    return fail(Status::bad_argument, "unipool host pool: free_after needs a block and a fence");
+  }
+  if (deferred_count_.load(std::memory_order_relaxed) != 0 && is_deferred(p)) {
+    return misuse("free_after of a block already freed with free_after (double free)", p);
+  }
+  const Located loc = locate(p);
+  if (loc.kind == Kind::small) {
+    const Status s = check_block(loc.page, p);
+    if (s != Status::ok) return s;
+  }
+  const uint64_t bytes = footprint(p);
+  if (bytes == 0) {
+    return misuse("free_after of a pointer that is not a live block of this pool", p);
+  }
+  DeferredEntry entry;
+  entry.ptr = reinterpret_cast<uintptr_t>(p);
+  entry.source = &source;
+  entry.fence = fence;
+  entry.bytes = bytes;
+  {
+    LockGuard lock(deferred_lock_);
+    if (!deferred_.insert(entry)) {
+      return fail(Status::out_of_space, "unipool host pool: no memory for the deferred-free table");
+    }
+    deferred_count_.fetch_add(1, std::memory_order_relaxed);
+  }
+  deferred_bytes_.add(static_cast<int64_t>(bytes));
+  return Status::ok;
+}
+
+size_t Engine::collect_deferred() noexcept {
+  size_t total = 0;
+  for (;;) {
+    constexpr uint32_t kBatch = 64;
+    DeferredEntry ready[kBatch];
+    uint32_t n = 0;
+    {
+      LockGuard lock(deferred_lock_);
+      if (deferred_.size() == 0) return total;
+      deferred_.erase_if([&](const DeferredEntry& e) {
+        if (n == kBatch) return false;
+        bool done = true;  // a source that throws on its fence has lost it: treat as done
+        try {
+          done = e.source->completed(e.fence);
+        } catch (...) {
+        }
+        if (done) ready[n++] = e;
+        return done;
+      });
+      deferred_count_.fetch_sub(n, std::memory_order_relaxed);
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      try {
+        ready[i].source->release(ready[i].fence);
+      } catch (...) {
+      }
+      deferred_bytes_.add(-static_cast<int64_t>(ready[i].bytes));
+      free_located(reinterpret_cast<void*>(ready[i].ptr));
+    }
+    total += n;
+    if (n < kBatch) return total;
+  }
+}
+
+void Engine::maybe_collect_deferred() noexcept {
+  if (deferred_count_.load(std::memory_order_relaxed) == 0) return;
+  // Every 64th slow path: the scan is O(deferred blocks).
+  if (slow_ticks_.fetch_add(1, std::memory_order_relaxed) % 64 == 0) collect_deferred();
+}
+
+}  // namespace unipool::host

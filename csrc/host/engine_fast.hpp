@@ -1,0 +1,80 @@
+// unipool host: the engine's fast paths, inlined into HostPool's members.
+//
+// allocate: thread state -> heap of this pool -> current page of the class ->
+//   pop the page's free list. No lock, no atomic read-modify-write.
+// free: arena bounds -> segment (mask) -> page (shift) -> block checks ->
+//   owner is this thread -> push on the page's free list. Anything else (other
+//   thread's page, shared page, large, huge, misuse) goes to free_slow().
+#pragma once
+
+#include "host/engine.hpp"
+
+namespace unipool::host {
+
+#define UNIPOOL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNIPOOL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+inline void* Engine::pop_fast(uint32_t cls) noexcept {
+  const HeapRef& ref = t_thread->heaps[slot_];
+  if (UNIPOOL_LIKELY(ref.generation == generation_)) {
+    HeapClassHot& hot = ref.heap->hot[cls];
+    Page* page = hot.page;
+    Block* b = page->free;
+    if (UNIPOOL_LIKELY(b != nullptr)) {
+      page->free = b->next;
+      b->cookie = 0;
+      page->used.store(page->used.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      bump(hot.allocs);
+      return b;
+    }
+  }
+  return nullptr;
+}
+
+inline void* Engine::allocate(size_t size) noexcept {
+  if (UNIPOOL_LIKELY(size - 1 < middle_max_)) {
+    if (void* p = pop_fast(class_of(size))) return p;
+  }
+  return allocate_slow(size, 0);
+}
+
+inline void* Engine::allocate_aligned(size_t size, size_t alignment) noexcept {
+  if (alignment <= 16) return allocate(size);
+  if (UNIPOOL_LIKELY(alignment <= kMaxClassAlignment && size - 1 < middle_max_ &&
+                     (alignment & (alignment - 1)) == 0)) {
+    const uint32_t cls = aligned_class(size, alignment);
+    if (cls < kNumClasses && kClassSize[cls] <= middle_max_) {
+      if (void* p = pop_fast(cls)) return p;
+    }
+  }
+  return allocate_slow(size, alignment);
+}
+
+inline Status Engine::free(void* p) noexcept {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  if (UNIPOOL_LIKELY(a - arena0_base_.load(std::memory_order_relaxed) <
+                     arena0_size_.load(std::memory_order_relaxed)) &&
+      UNIPOOL_LIKELY(deferred_count_.load(std::memory_order_relaxed) == 0) &&
+      UNIPOOL_LIKELY(arenas_[0].slot_kind(a) == kSlotSegment)) {
+    Page* page = Segment::of(p)->page_of(p);
+    const uint64_t off = page->page_offset_of(p);
+    const uint64_t idx = (off * page->reciprocal) >> 32;
+    auto* b = static_cast<Block*>(p);
+    if (UNIPOOL_LIKELY(idx * page->block_size == off && idx < page->extended.load(std::memory_order_relaxed) &&
+                       b->cookie != (a ^ secret_) &&
+                       page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread))) {
+      b->next = page->free;
+      b->cookie = a ^ secret_;
+      page->free = b;
+      const uint32_t used = page->used.load(std::memory_order_relaxed) - 1;
+      page->used.store(used, std::memory_order_relaxed);
+      Heap* heap = page->heap.load(std::memory_order_relaxed);
+      bump(heap->hot[page->cls].frees);
+      if (UNIPOOL_UNLIKELY(used == 0 || page->in_full)) heap_free_slow(heap, page);
+      return Status::ok;
+    }
+  }
+  return free_slow(p);
+}
+
+}  // namespace unipool::host

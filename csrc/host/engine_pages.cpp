@@ -1,0 +1,247 @@
+// unipool host: pages and segments: formatting, bump extension, remote-free
+// collection, and the way pages travel between heaps, the shared lists,
+// segments and arenas.
+#include <new>
+
+#include "host/engine.hpp"
+
+namespace unipool::host {
+
+Page g_empty_page;
+
+namespace {
+
+// Blocks carved from the bump region at once: about 8 KiB worth, at least 4.
+uint32_t extend_count(uint32_t block_size) noexcept {
+  const uint32_t n = (8u << 10) / block_size;
+  return n < 4 ? 4 : n;
+}
+
+void unlink_free(Segment** list, Segment* s) noexcept {
+  if (s->prev) s->prev->next = s->next;
+  else *list = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = nullptr;
+  s->in_free_list = false;
+}
+
+void link_free(Segment** list, Segment* s) noexcept {
+  s->prev = nullptr;
+  s->next = *list;
+  if (*list) (*list)->prev = s;
+  *list = s;
+  s->in_free_list = true;
+}
+
+}  // namespace
+
+void Engine::format_page(Page* page, uint32_t cls) noexcept {
+  Segment* seg = Segment::of(page);
+  page->cls = static_cast<uint8_t>(cls);
+  page->block_size = kClassSize[cls];
+  page->reciprocal = kClassReciprocal[cls];
+  page->start = seg->page_start(page->index);
+  page->capacity = static_cast<uint32_t>(seg->page_bytes(page->index) / page->block_size);
+  page->free = nullptr;
+  page->in_full = 0;
+  page->used.store(0, std::memory_order_relaxed);
+  page->extended.store(0, std::memory_order_relaxed);
+}
+
+bool Engine::extend_page(Page* page) noexcept {
+  const uint32_t done = page->extended.load(std::memory_order_relaxed);
+  if (done >= page->capacity) return false;
+  const uint32_t left = page->capacity - done;
+  const uint32_t want = extend_count(page->block_size);
+  const uint32_t n = left < want ? left : want;
+  char* first = page->start + uint64_t{done} * page->block_size;
+  Block* head = page->free;
+  // Link back to front, so the list runs in address order.
+  for (uint32_t i = n; i-- > 0;) {
+    auto* b = reinterpret_cast<Block*>(first + uint64_t{i} * page->block_size);
+    b->next = head;
+    b->cookie = reinterpret_cast<uintptr_t>(b) ^ secret_;
+    head = b;
+  }
+  page->free = head;
+  page->extended.store(done + n, std::memory_order_relaxed);
+  return true;
+}
+
+uint32_t Engine::collect_remote(Page* page) noexcept {
+  Block* list = page->take_remote();
+  if (list == nullptr) return 0;
+  uint32_t n = 1;
+  Block* tail = list;
+  while (tail->next != nullptr) {
+    tail = tail->next;
+    ++n;
+  }
+  tail->next = page->free;
+  page->free = list;
+  page->used.store(page->used.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
+  return n;
+}
+
+Block* Engine::pop_block(Page* page) noexcept {
+  Block* b = page->free;
+  page->free = b->next;
+  b->cookie = 0;
+  page->used.store(page->used.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  return b;
+}
+
+// ---- pages between owners ---------------------------------------------------
+
+Page* Engine::acquire_page(Heap* heap, uint32_t cls) noexcept {
+  const uint8_t kind = is_small_class(cls) ? 0 : 1;
+  const uintptr_t owner = heap ? reinterpret_cast<uintptr_t>(heap->thread) : kOwnerShared;
+  if (heap != nullptr) {
+    if (Page* page = heap->empty[kind].pop()) {
+      heap->empty_bytes -= Segment::of(page)->page_bytes(page->index);
+      LockGuard lock(pages_lock_);  // stats() reads page formats under it
+      format_page(page, cls);
+      return page;  // still owned by this thread
+    }
+    if (Page* page = take_shared_page(cls, heap->thread, heap)) return page;
+  }
+  Page* page = nullptr;
+  {
+    LockGuard lock(pages_lock_);
+    Segment* seg = free_segments_[kind];
+    if (seg == nullptr) {
+      seg = new_segment(kind);
+      if (seg == nullptr) return nullptr;
+    }
+    const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(seg->free_mask));
+    seg->free_mask &= ~(uint64_t{1} << i);
+    ++seg->pages_in_use;
+    if (seg->free_mask == 0) unlink_free(&free_segments_[kind], seg);
+    page = &seg->pages[i];
+    format_page(page, cls);
+  }
+  page->heap.store(heap, std::memory_order_seq_cst);
+  page->owner.store(owner, std::memory_order_seq_cst);
+  return page;
+}
+
+Page* Engine::take_shared_page(uint32_t cls, ThreadState* thread, Heap* heap) noexcept {
+  SharedClass& sc = shared_[cls];
+  if (sc.adoptable.load(std::memory_order_relaxed) == 0) return nullptr;
+  LockGuard lock(sc.lock);
+  for (Page* page = sc.avail.head; page != nullptr; page = page->next) {
+    if (page == sc.page) continue;
+    sc.avail.remove(page);
+    sc.adoptable.fetch_sub(1, std::memory_order_relaxed);
+    page->heap.store(heap, std::memory_order_seq_cst);
+    page->owner.store(reinterpret_cast<uintptr_t>(thread), std::memory_order_seq_cst);
+    collect_remote(page);
+    return page;
+  }
+  return nullptr;
+}
+
+void Engine::retire_empty_page(Heap* heap, Page* page) noexcept {
+  HeapClassLists& lists = heap->lists[page->cls];
+  if (page->in_full) lists.full.remove(page);
+  else lists.avail.remove(page);
+  page->in_full = 0;
+  const uint64_t bytes = Segment::of(page)->page_bytes(page->index);
+  if (heap->empty_bytes + bytes <= heap_cache_limit_) {
+    // Kept by the thread, unformatted: a free into it finds no block.
+    LockGuard lock(pages_lock_);
+    page->extended.store(0, std::memory_order_relaxed);
+    page->free = nullptr;
+    page->cls = kNoClass;
+    heap->empty[page->kind].push(page);
+    heap->empty_bytes += bytes;
+    return;
+  }
+  release_page(page);
+}
+
+void Engine::release_page(Page* page) noexcept {
+  Segment* seg = Segment::of(page);
+  page->extended.store(0, std::memory_order_relaxed);
+  page->free = nullptr;
+  page->in_full = 0;
+  page->used.store(0, std::memory_order_relaxed);
+  page->heap.store(nullptr, std::memory_order_seq_cst);
+  page->owner.store(kOwnerNone, std::memory_order_seq_cst);
+  LockGuard lock(pages_lock_);
+  seg->free_mask |= uint64_t{1} << page->index;
+  --seg->pages_in_use;
+  if (seg->pages_in_use == 0) {
+    if (seg->in_free_list) unlink_free(&free_segments_[seg->kind], seg);
+    if (cached_segment_count_ < segment_cache_limit_) {
+      link_free(&cached_segments_, seg);
+      ++cached_segment_count_;
+    } else {
+      release_segment(seg);
+    }
+    return;
+  }
+  if (!seg->in_free_list) link_free(&free_segments_[seg->kind], seg);
+}
+
+// ---- segments (pages_lock_ held) --------------------------------------------
+
+Segment* Engine::new_segment(uint8_t kind) noexcept {
+  Segment* seg = nullptr;
+  if (cached_segments_ != nullptr) {
+    seg = cached_segments_;
+    unlink_free(&cached_segments_, seg);
+    --cached_segment_count_;
+  } else {
+    RangeAllocation r;
+    uint32_t index = 0;
+    {
+      LockGuard lock(large_lock_);
+      Message why;
+      if (arena_allocate(kSegmentSize, kSegmentSize, &r, &index, &why) != Status::ok) {
+        fail(Status::out_of_space, Message{}.add("unipool host pool: cannot get a segment: ").add(why.c_str()));
+        return nullptr;
+      }
+      arenas_[index].set_slot(r.offset, kSlotSegment);
+    }
+    seg = reinterpret_cast<Segment*>(arenas_[index].base() + r.offset);
+    seg->range_offset = r.offset;
+    seg->range_handle = r.handle;
+    seg->arena = index;
+    seg->all_prev = nullptr;
+    seg->all_next = all_segments_;
+    if (all_segments_) all_segments_->all_prev = seg;
+    all_segments_ = seg;
+    ++segment_count_;
+  }
+  seg->magic = kSegmentMagic ^ reinterpret_cast<uintptr_t>(seg) ^ secret_;
+  seg->engine = this;
+  seg->kind = kind;
+  seg->page_shift = static_cast<uint8_t>(kind == 0 ? kSmallPageShift : kMiddlePageShift);
+  seg->page_count = static_cast<uint32_t>(kSegmentSize >> seg->page_shift);
+  seg->pages_in_use = 0;
+  seg->free_mask = seg->page_count == 64 ? ~uint64_t{0} : (uint64_t{1} << seg->page_count) - 1;
+  for (uint32_t i = 0; i < seg->page_count; ++i) {
+    Page* page = new (&seg->pages[i]) Page{};
+    page->index = static_cast<uint8_t>(i);
+    page->kind = kind;
+  }
+  link_free(&free_segments_[kind], seg);
+  return seg;
+}
+
+void Engine::release_segment(Segment* seg) noexcept {
+  if (seg->all_prev) seg->all_prev->all_next = seg->all_next;
+  else all_segments_ = seg->all_next;
+  if (seg->all_next) seg->all_next->all_prev = seg->all_prev;
+  --segment_count_;
+  LockGuard lock(large_lock_);
+  Arena& arena = arenas_[seg->arena];
+  arena.set_slot(seg->range_offset, kSlotOther);
+  arena.free(seg->range_offset, seg->range_handle);
+  ArenaDelta delta;
+  arena.maybe_trim(retain_, &delta);
+  apply(delta);
+}
+
+}  // namespace unipool::host

@@ -1,0 +1,313 @@
+// unipool host: the small and middle paths behind the fast paths: thread
+// heaps (refill, full pages, remote frees), the shared class lists, and the
+// hand-back of a heap's pages when its thread exits.
+#include <new>
+
+#include "backend/os/os_memory.hpp"
+#include "host/engine.hpp"
+
+namespace unipool::host {
+
+// ---- heaps --------------------------------------------------------------------
+
+Heap* Engine::heap_for_thread() noexcept {
+  if (slot_ == 0) return nullptr;
+  ThreadState* thread = current_thread_state();
+  if (thread == nullptr) return nullptr;
+  HeapRef& ref = thread->heaps[slot_];
+  if (ref.generation == generation_) return ref.heap;
+  Heap* heap = nullptr;
+  {
+    LockGuard lock(heaps_lock_);
+    if (free_heaps_ != nullptr) {
+      heap = free_heaps_;
+      free_heaps_ = heap->next;
+    }
+  }
+  if (heap == nullptr) {
+    void* memory = backend::os::map_metadata(sizeof(Heap));
+    if (memory == nullptr) return nullptr;
+    heap = static_cast<Heap*>(memory);
+  }
+  heap = new (heap) Heap{};
+  for (HeapClassHot& hot : heap->hot) hot.page = &g_empty_page;
+  heap->engine = this;
+  heap->thread = thread;
+  {
+    LockGuard lock(heaps_lock_);
+    heap->next = heaps_;
+    if (heaps_) heaps_->prev = heap;
+    heaps_ = heap;
+  }
+  ref.heap = heap;
+  ref.generation = generation_;
+  return heap;
+}
+
+void Engine::flush_class(Heap* heap, uint32_t cls) noexcept {
+  HeapClassHot& hot = heap->hot[cls];
+  const uint64_t live = hot.allocs.load(std::memory_order_relaxed) - hot.frees.load(std::memory_order_relaxed);
+  const auto delta = static_cast<int64_t>(live - hot.flushed_live.load(std::memory_order_relaxed));
+  if (delta == 0) return;
+  hot.flushed_live.store(live, std::memory_order_relaxed);
+  const int64_t bytes = delta * static_cast<int64_t>(kClassSize[cls]);
+  small_flushed_.fetch_add(bytes, std::memory_order_relaxed);
+  requested_.add(bytes);
+  allocated_.add(bytes);
+}
+
+void* Engine::heap_alloc_slow(Heap* heap, uint32_t cls) noexcept {
+  HeapClassHot& hot = heap->hot[cls];
+  HeapClassLists& lists = heap->lists[cls];
+  const uint64_t bit = uint64_t{1} << cls;
+  flush_class(heap, cls);
+  Page* page = hot.page;
+  for (;;) {
+    if (page != &g_empty_page) {
+      if (page->free == nullptr) collect_remote(page);
+      if (page->free == nullptr) extend_page(page);
+      if (page->free != nullptr) {
+        bump(hot.allocs);
+        return pop_block(page);
+      }
+      lists.avail.remove(page);
+      page->in_full = 1;
+      lists.full.push(page);
+    }
+    if (heap->remote_mask.load(std::memory_order_relaxed) & bit) {
+      heap->remote_mask.fetch_and(~bit, std::memory_order_acq_rel);
+      for (Page* p = lists.full.head; p != nullptr;) {
+        Page* next = p->next;
+        if (p->xfree.load(std::memory_order_relaxed) != nullptr && collect_remote(p) > 0) {
+          lists.full.remove(p);
+          p->in_full = 0;
+          lists.avail.push(p);
+        }
+        p = next;
+      }
+    }
+    page = lists.avail.head;
+    if (page != nullptr) {
+      hot.page = page;
+      continue;
+    }
+    page = acquire_page(heap, cls);
+    if (page == nullptr) {
+      hot.page = &g_empty_page;
+      return nullptr;
+    }
+    lists.avail.push(page);
+    hot.page = page;
+    bump(lists.refills);
+  }
+}
+
+void Engine::heap_free_slow(Heap* heap, Page* page) noexcept {
+  HeapClassLists& lists = heap->lists[page->cls];
+  if (page->in_full) {
+    lists.full.remove(page);
+    page->in_full = 0;
+    lists.avail.push(page);
+  }
+  if (page->used.load(std::memory_order_relaxed) == 0 && page != heap->hot[page->cls].page) {
+    retire_empty_page(heap, page);
+  }
+}
+
+// ---- the shared class lists ---------------------------------------------------
+
+void* Engine::shared_alloc(uint32_t cls) noexcept {
+  SharedClass& sc = shared_[cls];
+  LockGuard lock(sc.lock);
+  Page* page = sc.page;
+  for (;;) {
+    if (page != &g_empty_page) {
+      if (page->free == nullptr) collect_remote(page);
+      if (page->free == nullptr) extend_page(page);
+      if (page->free != nullptr) {
+        bump(sc.allocs);
+        requested_.add(kClassSize[cls]);
+        allocated_.add(kClassSize[cls]);
+        small_flushed_.fetch_add(kClassSize[cls], std::memory_order_relaxed);
+        return pop_block(page);
+      }
+      sc.avail.remove(page);
+      sc.adoptable.fetch_sub(1, std::memory_order_relaxed);
+      page->in_full = 1;
+      sc.full.push(page);
+    }
+    if (sc.remote_hint.exchange(false, std::memory_order_acq_rel)) {
+      for (Page* p = sc.full.head; p != nullptr;) {
+        Page* next = p->next;
+        if (p->xfree.load(std::memory_order_relaxed) != nullptr && collect_remote(p) > 0) {
+          sc.full.remove(p);
+          p->in_full = 0;
+          sc.avail.push(p);
+          sc.adoptable.fetch_add(1, std::memory_order_relaxed);
+        }
+        p = next;
+      }
+    }
+    page = sc.avail.head;
+    if (page != nullptr) {
+      sc.page = page;
+      continue;
+    }
+    page = acquire_page(nullptr, cls);
+    if (page == nullptr) {
+      sc.page = &g_empty_page;
+      return nullptr;
+    }
+    sc.avail.push(page);
+    sc.adoptable.fetch_add(1, std::memory_order_relaxed);
+    sc.page = page;
+    sc.refills.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+// ---- frees that the fast path did not take --------------------------------------
+
+void Engine::count_free(uint32_t cls) noexcept {
+  const HeapRef& ref = t_thread->heaps[slot_];
+  if (slot_ != 0 && ref.generation == generation_) {
+    bump(ref.heap->hot[cls].frees);
+    return;
+  }
+  shared_[cls].frees.fetch_add(1, std::memory_order_relaxed);
+  requested_.add(-static_cast<int64_t>(kClassSize[cls]));
+  allocated_.add(-static_cast<int64_t>(kClassSize[cls]));
+  small_flushed_.fetch_sub(kClassSize[cls], std::memory_order_relaxed);
+}
+
+Status Engine::free_block(Page* page, Block* block) noexcept {
+  const uintptr_t owner = page->owner.load(std::memory_order_acquire);
+  if (owner == kOwnerShared) {
+    free_shared(page, block);
+  } else if (owner == reinterpret_cast<uintptr_t>(t_thread) && t_thread != &g_empty_thread) {
+    block->next = page->free;
+    block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
+    page->free = block;
+    const uint32_t used = page->used.load(std::memory_order_relaxed) - 1;
+    page->used.store(used, std::memory_order_relaxed);
+    Heap* heap = page->heap.load(std::memory_order_relaxed);
+    bump(heap->hot[page->cls].frees);
+    if (used == 0 || page->in_full) heap_free_slow(heap, page);
+  } else {
+    free_remote(page, block);
+  }
+  return Status::ok;
+}
+
+void Engine::free_remote(Page* page, Block* block) noexcept {
+  const uint32_t cls = page->cls;
+  block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
+  Block* head = page->xfree.load(std::memory_order_relaxed);
+  do {
+    block->next = head;
+  } while (!page->xfree.compare_exchange_weak(head, block, std::memory_order_seq_cst, std::memory_order_relaxed));
+  if (head == nullptr) {
+    // The first pending block: tell whoever owns the page now.
+    const uintptr_t owner = page->owner.load(std::memory_order_seq_cst);
+    Heap* heap = page->heap.load(std::memory_order_seq_cst);
+    if (owner == kOwnerShared || heap == nullptr) {
+      shared_[cls].remote_hint.store(true, std::memory_order_release);
+    } else {
+      heap->remote_mask.fetch_or(uint64_t{1} << cls, std::memory_order_release);
+    }
+  }
+  count_free(cls);
+}
+
+void Engine::free_shared(Page* page, Block* block) noexcept {
+  const uint32_t cls = page->cls;
+  SharedClass& sc = shared_[cls];
+  {
+    LockGuard lock(sc.lock);
+    if (page->owner.load(std::memory_order_seq_cst) == kOwnerShared) {
+      block->next = page->free;
+      block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
+      page->free = block;
+      const uint32_t used = page->used.load(std::memory_order_relaxed) - 1;
+      page->used.store(used, std::memory_order_relaxed);
+      if (page->in_full) {
+        sc.full.remove(page);
+        page->in_full = 0;
+        sc.avail.push(page);
+        sc.adoptable.fetch_add(1, std::memory_order_relaxed);
+      }
+      if (used == 0 && page != sc.page && page->xfree.load(std::memory_order_relaxed) == nullptr) {
+        sc.avail.remove(page);
+        sc.adoptable.fetch_sub(1, std::memory_order_relaxed);
+        release_page(page);
+      }
+      count_free(cls);
+      return;
+    }
+  }
+  // Adopted by a heap meanwhile: free it the way that owner's pages are freed.
+  free_block(page, block);
+}
+
+// ---- giving a heap back -----------------------------------------------------------
+
+void Engine::abandon_pages(Heap* heap) noexcept {
+  for (uint32_t cls = 0; cls < kNumClasses; ++cls) {
+    flush_class(heap, cls);
+    HeapClassHot& hot = heap->hot[cls];
+    HeapClassLists& lists = heap->lists[cls];
+    SharedClass& sc = shared_[cls];
+    LockGuard lock(sc.lock);
+    for (PageList* list : {&lists.avail, &lists.full}) {
+      while (Page* page = list->pop()) {
+        collect_remote(page);
+        page->in_full = 0;
+        if (page->used.load(std::memory_order_relaxed) == 0) {
+          release_page(page);
+          continue;
+        }
+        page->heap.store(nullptr, std::memory_order_seq_cst);
+        page->owner.store(kOwnerShared, std::memory_order_seq_cst);
+        collect_remote(page);  // pushes that saw the old owner
+        if (page->free != nullptr || page->extended.load(std::memory_order_relaxed) < page->capacity) {
+          sc.avail.push(page);
+          sc.adoptable.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          page->in_full = 1;
+          sc.full.push(page);
+        }
+      }
+    }
+    sc.retired_allocs.fetch_add(hot.allocs.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    sc.retired_frees.fetch_add(hot.frees.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    hot.allocs.store(0, std::memory_order_relaxed);
+    hot.frees.store(0, std::memory_order_relaxed);
+    hot.flushed_live.store(0, std::memory_order_relaxed);
+    hot.page = &g_empty_page;
+    refills_retired_[cls].fetch_add(lists.refills.exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+  }
+  for (PageList& empty : heap->empty) {
+    while (Page* page = empty.pop()) release_page(page);
+  }
+  heap->empty_bytes = 0;
+  heap->remote_mask.store(0, std::memory_order_relaxed);
+}
+
+void Engine::retire_heap(Heap* heap) noexcept {
+  abandon_pages(heap);
+  LockGuard lock(heaps_lock_);
+  if (heap->prev) heap->prev->next = heap->next;
+  else heaps_ = heap->next;
+  if (heap->next) heap->next->prev = heap->prev;
+  heap->prev = nullptr;
+  heap->next = free_heaps_;
+  free_heaps_ = heap;
+}
+
+void Engine::flush_thread_cache() noexcept {
+  if (slot_ == 0) return;
+  const HeapRef& ref = t_thread->heaps[slot_];
+  if (ref.generation != generation_) return;
+  abandon_pages(ref.heap);
+}
+
+}  // namespace unipool::host

@@ -1,0 +1,139 @@
+// unipool host: statistics.
+#include "host/engine.hpp"
+
+namespace unipool::host {
+
+void Engine::count_small(int64_t live[kNumClasses], uint64_t refills[kNumClasses], int64_t* unflushed) const noexcept {
+  *unflushed = 0;
+  for (uint32_t c = 0; c < kNumClasses; ++c) {
+    const SharedClass& sc = shared_[c];
+    live[c] = static_cast<int64_t>(sc.allocs.load(std::memory_order_relaxed) +
+                                   sc.retired_allocs.load(std::memory_order_relaxed) -
+                                   sc.frees.load(std::memory_order_relaxed) -
+                                   sc.retired_frees.load(std::memory_order_relaxed));
+    refills[c] = sc.refills.load(std::memory_order_relaxed) + refills_retired_[c].load(std::memory_order_relaxed);
+  }
+  for (const Heap* h = heaps_; h != nullptr; h = h->next) {
+    for (uint32_t c = 0; c < kNumClasses; ++c) {
+      const HeapClassHot& hot = h->hot[c];
+      const uint64_t l = hot.allocs.load(std::memory_order_relaxed) - hot.frees.load(std::memory_order_relaxed);
+      live[c] += static_cast<int64_t>(l);
+      *unflushed += static_cast<int64_t>(l - hot.flushed_live.load(std::memory_order_relaxed)) * static_cast<int64_t>(kClassSize[c]);
+      refills[c] += h->lists[c].refills.load(std::memory_order_relaxed);
+    }
+  }
+}
+
+HostPoolStats Engine::stats() const noexcept {
+  HostPoolStats st;
+  int64_t live[kNumClasses];
+  uint64_t refills[kNumClasses];
+  int64_t unflushed = 0;
+  {
+    LockGuard lock(heaps_lock_);
+    count_small(live, refills, &unflushed);
+  }
+  (void)unflushed;
+  int64_t small_live_bytes = 0;
+  for (uint32_t c = 0; c < kNumClasses; ++c) {
+    HostClassStats& cs = st.classes[c];
+    cs.block_size = kClassSize[c];
+    cs.live_blocks = live[c] > 0 ? static_cast<uint64_t>(live[c]) : 0;
+    cs.refills = refills[c];
+    small_live_bytes += live[c] * static_cast<int64_t>(kClassSize[c]);
+    if (c < kNumSmallClasses) st.small_blocks += cs.live_blocks;
+    else st.middle_blocks += cs.live_blocks;
+  }
+  st.num_classes = kNumClasses;
+
+  uint64_t segment_bytes = 0, overhead = 0;
+  {
+    LockGuard lock(pages_lock_);
+    for (const Segment* seg = all_segments_; seg != nullptr; seg = seg->all_next) {
+      segment_bytes += kSegmentSize;
+      overhead += kSegmentHeaderBytes;
+      for (uint32_t i = 0; i < seg->page_count; ++i) {
+        const Page& page = seg->pages[i];
+        if (page.owner.load(std::memory_order_relaxed) == kOwnerNone || page.cls == kNoClass) continue;
+        HostClassStats& cs = st.classes[page.cls];
+        ++cs.pages;
+        cs.free_blocks += page.capacity;
+        overhead += const_cast<Segment*>(seg)->page_bytes(i) - uint64_t{page.capacity} * page.block_size;
+      }
+    }
+  }
+  for (uint32_t c = 0; c < kNumClasses; ++c) {
+    HostClassStats& cs = st.classes[c];
+    cs.free_blocks = cs.free_blocks > cs.live_blocks ? cs.free_blocks - cs.live_blocks : 0;
+  }
+
+  uint64_t arena_free = 0, reserved = 0;
+  {
+    LockGuard lock(large_lock_);
+    for (uint32_t i = 0; i < arena_count_.load(std::memory_order_relaxed); ++i) {
+      arena_free += arenas_[i].free_committed_bytes();
+      reserved += arenas_[i].reserved();
+    }
+  }
+  uint64_t huge_cache_bytes = 0;
+  {
+    LockGuard lock(huge_lock_);
+    huge_cache_bytes = huge_cache_bytes_;
+  }
+
+  const int64_t flushed = small_flushed_.load(std::memory_order_relaxed);
+  const int64_t other_allocated = allocated_.now.load(std::memory_order_relaxed) - flushed;
+  const int64_t other_requested = requested_.now.load(std::memory_order_relaxed) - flushed;
+  const uint64_t deferred = deferred_bytes_.get();
+  const auto allocated_total = static_cast<uint64_t>(small_live_bytes + other_allocated);
+  const auto requested_total = static_cast<uint64_t>(small_live_bytes + other_requested);
+  const uint64_t small_cached = segment_bytes - overhead - static_cast<uint64_t>(small_live_bytes);
+
+  st.allocated_bytes = allocated_total - deferred;
+  st.requested_bytes = requested_total;
+  st.deferred_bytes = deferred;
+  st.deferred_blocks = deferred_count_.load(std::memory_order_relaxed);
+  st.committed_bytes = committed_.get();
+  st.pinned_bytes = pinned_.get();
+  st.cached_bytes = small_cached + huge_cache_bytes;
+  st.arena_free_bytes = arena_free;
+  st.overhead_bytes = overhead;
+  st.reserved_bytes = reserved;
+  cached_.now.store(static_cast<int64_t>(st.cached_bytes), std::memory_order_relaxed);
+  cached_.observe(static_cast<int64_t>(st.cached_bytes));
+
+  auto peak = [](const Gauge& g, uint64_t now) {
+    const auto p = static_cast<uint64_t>(g.peak.load(std::memory_order_relaxed));
+    return p > now ? p : now;
+  };
+  st.peak_allocated_bytes = peak(allocated_, allocated_total);
+  st.peak_requested_bytes = peak(requested_, requested_total);
+  st.peak_committed_bytes = peak(committed_, st.committed_bytes);
+  st.peak_pinned_bytes = peak(pinned_, st.pinned_bytes);
+  st.peak_cached_bytes = peak(cached_, st.cached_bytes);
+  st.peak_deferred_bytes = peak(deferred_bytes_, deferred);
+
+  st.large_blocks = large_count_.load(std::memory_order_relaxed);
+  st.huge_blocks = huge_count_.load(std::memory_order_relaxed);
+  st.huge_cache_hits = huge_hits_.load(std::memory_order_relaxed);
+  st.huge_cache_misses = huge_misses_.load(std::memory_order_relaxed);
+  st.pin_registrations = registrations_.load(std::memory_order_relaxed);
+  st.pin_failures = pin_failures_.load(std::memory_order_relaxed);
+  st.pageable_bytes = pageable_bytes_.load(std::memory_order_relaxed);
+  st.hugetlb_fallbacks = hugetlb_fallbacks_.load(std::memory_order_relaxed);
+  st.misuse_errors = misuse_count_.load(std::memory_order_relaxed);
+  return st;
+}
+
+void Engine::reset_peaks() noexcept {
+  const HostPoolStats now = stats();
+  auto reset = [](Gauge& g, uint64_t v) { g.peak.store(static_cast<int64_t>(v), std::memory_order_relaxed); };
+  reset(requested_, now.requested_bytes);
+  reset(allocated_, now.allocated_bytes + now.deferred_bytes);
+  reset(committed_, now.committed_bytes);
+  reset(pinned_, now.pinned_bytes);
+  reset(cached_, now.cached_bytes);
+  reset(deferred_bytes_, now.deferred_bytes);
+}
+
+}  // namespace unipool::host

@@ -1,0 +1,251 @@
+// unipool host: validate(), every invariant of the pool, recounted.
+#include <bit>
+
+#include "host/engine.hpp"
+
+namespace unipool::host {
+namespace {
+
+bool bad(Message* why, const char* what) {
+  why->add(what);
+  return false;
+}
+
+// Walks a free list of a page: every block a block start of the page's
+// carved region, with its free cookie, no cycle. Returns the count or -1.
+int64_t count_list(const Page& page, const Block* b, uint64_t secret) {
+  int64_t n = 0;
+  const uint64_t carved = uint64_t{page.extended.load(std::memory_order_relaxed)} * page.block_size;
+  for (; b != nullptr; b = b->next) {
+    const uint64_t off = page.page_offset_of(b);
+    if (off >= carved || off % page.block_size != 0) return -1;
+    if (b->cookie != (reinterpret_cast<uintptr_t>(b) ^ secret)) return -1;
+    if (++n > page.capacity) return -1;
+  }
+  return n;
+}
+
+}  // namespace
+
+bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const {
+  int64_t page_live[kNumClasses] = {};
+  uint64_t formatted = 0, listed = 0, segments = 0, cached_segments = 0;
+  for (const Segment* seg = all_segments_; seg != nullptr; seg = seg->all_next) {
+    ++segments;
+    if (seg->magic != (kSegmentMagic ^ reinterpret_cast<uintptr_t>(seg) ^ secret_) || seg->engine != this) {
+      return bad(why, "segment: bad magic or engine");
+    }
+    const Arena& arena = arenas_[seg->arena];
+    if (arena.slot_kind(reinterpret_cast<uintptr_t>(seg)) != kSlotSegment ||
+        arena.ranges().allocation_size(seg->range_offset, seg->range_handle) != kSegmentSize ||
+        arena.base() + seg->range_offset != reinterpret_cast<const char*>(seg)) {
+      return bad(why, "segment: not a live 4 MiB range of its arena, or not marked in the slot map");
+    }
+    const uint32_t expect_pages = static_cast<uint32_t>(kSegmentSize >> seg->page_shift);
+    if (seg->page_count != expect_pages || seg->page_shift != (seg->kind == 0 ? kSmallPageShift : kMiddlePageShift)) {
+      return bad(why, "segment: page count or shift does not match its kind");
+    }
+    if (seg->pages_in_use + static_cast<uint32_t>(std::popcount(seg->free_mask)) != seg->page_count) {
+      return bad(why, "segment: pages in use + free pages != pages");
+    }
+    if (seg->pages_in_use == 0) ++cached_segments;
+    for (uint32_t i = 0; i < seg->page_count; ++i) {
+      const Page& page = seg->pages[i];
+      const bool is_free = (seg->free_mask >> i) & 1;
+      const uintptr_t owner = page.owner.load(std::memory_order_relaxed);
+      if (is_free != (owner == kOwnerNone)) return bad(why, "page: free mask and owner disagree");
+      if (is_free || page.cls == kNoClass) continue;
+      ++formatted;
+      if (page.block_size != kClassSize[page.cls] || page.index != i ||
+          page.start != const_cast<Segment*>(seg)->page_start(i) ||
+          page.capacity != const_cast<Segment*>(seg)->page_bytes(i) / page.block_size) {
+        return bad(why, "page: format does not match its class");
+      }
+      if (page.kind != seg->kind || is_small_class(page.cls) != (seg->kind == 0)) {
+        return bad(why, "page: class of the wrong page kind");
+      }
+      const int64_t local = count_list(page, page.free, secret_);
+      const int64_t remote = count_list(page, page.xfree.load(std::memory_order_relaxed), secret_);
+      if (local < 0 || remote < 0) return bad(why, "page: corrupt free list (foreign block, bad cookie or cycle)");
+      const uint32_t used = page.used.load(std::memory_order_relaxed);
+      const uint32_t extended = page.extended.load(std::memory_order_relaxed);
+      if (extended > page.capacity || used + local != extended) {
+        return bad(why, "page: used + free blocks != carved blocks");
+      }
+      if (remote > used) return bad(why, "page: more remote frees than used blocks");
+      page_live[page.cls] += used - remote;
+    }
+  }
+  if (segments != segment_count_ || cached_segments != cached_segment_count_) {
+    return bad(why, "segments: count or cached count differs from a recount");
+  }
+  for (uint32_t c = 0; c < kNumClasses; ++c) {
+    if (page_live[c] != live[c]) {
+      why->add("class ").add_dec(kClassSize[c]).add(": live blocks in pages (").add_dec(static_cast<uint64_t>(page_live[c]))
+          .add(") != allocations - frees (").add_dec(static_cast<uint64_t>(live[c])).add(")");
+      return false;
+    }
+  }
+  // Every formatted page is on exactly one list: a heap's or a shared class's.
+  auto check_list = [&](const PageList& list, uintptr_t owner, const Heap* heap, uint32_t cls, uint8_t in_full) {
+    uint32_t n = 0;
+    for (const Page* p = list.head; p != nullptr; p = p->next) {
+      if (p->owner.load(std::memory_order_relaxed) != owner || p->heap.load(std::memory_order_relaxed) != heap ||
+          p->cls != cls || p->in_full != in_full || (p->next && p->next->prev != p)) {
+        return false;
+      }
+      ++n;
+    }
+    listed += n;
+    return n == list.count;
+  };
+  for (uint32_t c = 0; c < kNumClasses; ++c) {
+    const SharedClass& sc = shared_[c];
+    if (!check_list(sc.avail, kOwnerShared, nullptr, c, 0) || !check_list(sc.full, kOwnerShared, nullptr, c, 1)) {
+      return bad(why, "shared class: a page on its lists has the wrong owner, class or side");
+    }
+    if (sc.page != &g_empty_page && (sc.page->owner.load(std::memory_order_relaxed) != kOwnerShared || sc.page->in_full)) {
+      return bad(why, "shared class: current page not on its avail list");
+    }
+  }
+  for (const Heap* h = heaps_; h != nullptr; h = h->next) {
+    const auto owner = reinterpret_cast<uintptr_t>(h->thread);
+    for (uint32_t c = 0; c < kNumClasses; ++c) {
+      if (!check_list(h->lists[c].avail, owner, h, c, 0) || !check_list(h->lists[c].full, owner, h, c, 1)) {
+        return bad(why, "heap: a page on its lists has the wrong owner, class or side");
+      }
+      const Page* cur = h->hot[c].page;
+      if (cur != &g_empty_page && (cur->owner.load(std::memory_order_relaxed) != owner || cur->in_full || cur->cls != c)) {
+        return bad(why, "heap: current page is not one of its avail pages");
+      }
+    }
+    uint64_t empty_bytes = 0;
+    for (const PageList& list : h->empty) {
+      for (const Page* p = list.head; p != nullptr; p = p->next) {
+        if (p->owner.load(std::memory_order_relaxed) != owner || p->cls != kNoClass ||
+            p->extended.load(std::memory_order_relaxed) != 0) {
+          return bad(why, "heap: a kept empty page is not empty");
+        }
+        empty_bytes += Segment::of(p)->page_bytes(p->index);
+      }
+    }
+    if (empty_bytes != h->empty_bytes) return bad(why, "heap: kept empty bytes differ from a recount");
+  }
+  if (listed != formatted) return bad(why, "pages: a formatted page is on no list, or on two");
+  return true;
+}
+
+bool Engine::validate(std::string* why_out) const {
+  Message why;
+  bool ok = true;
+  int64_t live[kNumClasses];
+  uint64_t refills[kNumClasses];
+  int64_t unflushed = 0;
+  {
+    LockGuard heaps(heaps_lock_);
+    for (const SharedClass& sc : shared_) const_cast<Mutex&>(sc.lock).lock();
+    LockGuard pages(pages_lock_);
+    LockGuard large(large_lock_);
+    count_small(live, refills, &unflushed);
+    ok = validate_pages(live, &why);
+    for (uint32_t i = 0; ok && i < arena_count_.load(std::memory_order_relaxed); ++i) ok = arenas_[i].validate(&why);
+    // Large blocks: every used range that is not a segment has a valid header.
+    uint64_t large_count = 0, large_extent = 0;
+    for (uint32_t i = 0; ok && i < arena_count_.load(std::memory_order_relaxed); ++i) {
+      struct Walk {
+        const Engine* engine;
+        Arena* arena;
+        uint64_t* count;
+        uint64_t* extent;
+        bool ok;
+      } walk{this, const_cast<Arena*>(&arenas_[i]), &large_count, &large_extent, true};
+      Walk* w = &walk;
+      arenas_[i].ranges().for_each_range([w](const RangeInfo& r) {
+        if (!r.used) return;
+        Arena& a = *w->arena;
+        if (a.slot_kind(reinterpret_cast<uintptr_t>(a.base() + r.offset)) == kSlotSegment && r.size == kSegmentSize) return;
+        const LargeHeader* hdr = nullptr;
+        // The header sits pad - 64 bytes into the range; pad is a power of two >= 64.
+        bool found = false;
+        for (uint64_t pad = kLargeHeader; pad <= r.size && !found; pad *= 2) {
+          hdr = reinterpret_cast<const LargeHeader*>(a.base() + r.offset + pad - kLargeHeader);
+          const char* user = a.base() + r.offset + pad;
+          if (w->engine->large_header(&a, user) == hdr && hdr->pad == pad) found = true;
+        }
+        if (!found) {
+          w->ok = false;
+          return;
+        }
+        ++*w->count;
+        *w->extent += r.size;
+      });
+      if (!walk.ok) ok = bad(&why, "large: a used range is neither a segment nor a block with a valid header");
+    }
+    if (ok && large_count != large_count_.load(std::memory_order_relaxed)) {
+      ok = bad(&why, "large: live block count differs from a recount");
+    }
+    // Exact accounting.
+    if (ok) {
+      LockGuard huge(huge_lock_);
+      uint64_t huge_bytes = 0, huge_count = 0;
+      huge_.for_each([&](const HugeEntry& e) {
+        huge_bytes += e.map_bytes;
+        ++huge_count;
+      });
+      uint64_t cache_bytes = 0;
+      for (uint32_t i = 0; i < huge_cache_count_; ++i) cache_bytes += huge_cache_[i].bytes;
+      if (huge_count != huge_count_.load(std::memory_order_relaxed) || cache_bytes != huge_cache_bytes_) {
+        ok = bad(&why, "huge: block count or cached bytes differ from a recount");
+      }
+      uint64_t segment_bytes = segment_count_ * kSegmentSize, arena_committed = 0, arena_used = 0;
+      for (uint32_t i = 0; i < arena_count_.load(std::memory_order_relaxed); ++i) {
+        arena_committed += arenas_[i].committed_bytes();
+        arena_used += arenas_[i].used_bytes();
+      }
+      if (ok && arena_used != segment_bytes + large_extent) {
+        ok = bad(&why, "arenas: used bytes != segments + large blocks");
+      }
+      if (ok && arena_committed + huge_bytes + cache_bytes != committed_.get()) {
+        ok = bad(&why, "committed bytes differ from arenas + huge blocks + huge cache");
+      }
+      int64_t small_live = 0;
+      for (uint32_t c = 0; c < kNumClasses; ++c) small_live += live[c] * static_cast<int64_t>(kClassSize[c]);
+      const int64_t flushed = small_flushed_.load(std::memory_order_relaxed);
+      const int64_t allocated = allocated_.now.load(std::memory_order_relaxed) - flushed + small_live;
+      if (ok && static_cast<uint64_t>(allocated) != small_live + large_extent + huge_bytes) {
+        ok = bad(&why, "allocated bytes differ from small + large + huge live blocks");
+      }
+      if (ok && unflushed + flushed != small_live) {
+        ok = bad(&why, "small/middle bytes folded into the gauges + unflushed != live");
+      }
+    }
+    for (uint32_t c = kNumClasses; c-- > 0;) const_cast<Mutex&>(shared_[c].lock).unlock();
+  }
+  if (ok) {
+    // The stats identity, from the public figures.
+    const HostPoolStats st = stats();
+    if (st.allocated_bytes + st.deferred_bytes + st.cached_bytes + st.overhead_bytes + st.arena_free_bytes !=
+        st.committed_bytes) {
+      why.add("allocated (").add_dec(st.allocated_bytes).add(") + deferred (").add_dec(st.deferred_bytes)
+          .add(") + cached (").add_dec(st.cached_bytes).add(") + overhead (").add_dec(st.overhead_bytes)
+          .add(") + arena free (").add_dec(st.arena_free_bytes).add(") != committed (").add_dec(st.committed_bytes)
+          .add(")");
+      ok = false;
+    }
+  }
+  if (ok) {
+    LockGuard lock(deferred_lock_);
+    uint64_t bytes = 0, count = 0;
+    deferred_.for_each([&](const DeferredEntry& e) {
+      bytes += e.bytes;
+      ++count;
+    });
+    if (count != deferred_count_.load(std::memory_order_relaxed) || bytes != deferred_bytes_.get()) {
+      ok = bad(&why, "deferred: count or bytes differ from a recount");
+    }
+  }
+  if (!ok && why_out != nullptr) *why_out = why.c_str();
+  return ok;
+}
+
+}  // namespace unipool::host

@@ -1,0 +1,58 @@
+// unipool host: per-thread last error.
+#include "host/errors.hpp"
+
+#include <cstring>
+
+namespace unipool::host {
+namespace {
+thread_local Status t_status = Status::ok;
+thread_local char t_message[256] = "";
+}  // namespace
+
+Message& Message::add(const char* text) noexcept {
+  while (*text != '\0' && size_ + 1 < sizeof(text_)) text_[size_++] = *text++;
+  text_[size_] = '\0';
+  return *this;
+}
+
+Message& Message::add_hex(uint64_t value) noexcept {
+  char digits[19] = "0x";
+  int n = 2;
+  bool started = false;
+  for (int shift = 60; shift >= 0; shift -= 4) {
+    const unsigned d = static_cast<unsigned>(value >> shift) & 0xF;
+    if (d != 0 || started || shift == 0) {
+      digits[n++] = "0123456789abcdef"[d];
+      started = true;
+    }
+  }
+  digits[n] = '\0';
+  return add(digits);
+}
+
+Message& Message::add_dec(uint64_t value) noexcept {
+  char digits[21];
+  int n = 20;
+  digits[n] = '\0';
+  do {
+    digits[--n] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value != 0);
+  return add(digits + n);
+}
+
+Status fail(Status status, const Message& message) noexcept { return fail(status, message.c_str()); }
+
+Status fail(Status status, const char* message) noexcept {
+  t_status = status;
+  const size_t n = std::strlen(message);
+  const size_t keep = n < sizeof(t_message) - 1 ? n : sizeof(t_message) - 1;
+  std::memcpy(t_message, message, keep);
+  t_message[keep] = '\0';
+  return status;
+}
+
+Status thread_last_status() noexcept { return t_status; }
+const char* thread_last_error() noexcept { return t_message; }
+
+}  // namespace unipool::host

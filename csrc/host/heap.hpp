@@ -1,0 +1,54 @@
+// unipool host: a thread's heap, its private pages of one pool.
+//
+// One heap per (thread, pool). The allocation fast path is
+// heap -> hot[class].page -> page->free: pop, count, return. Everything here
+// is touched by the owning thread only, except remote_mask (set by other
+// threads when they free into one of its pages) and the counters, which
+// stats() reads (relaxed atomics, written by plain load + store).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "host/layout.hpp"
+#include "host/size_classes.hpp"
+
+namespace unipool::host {
+
+// Written only by the owning thread; read by stats() on any thread.
+inline void bump(std::atomic<uint64_t>& counter, uint64_t by = 1) noexcept {
+  counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
+struct HeapClassHot {
+  Page* page;                    // current page, never null (the empty page)
+  std::atomic<uint64_t> allocs;  // blocks of this class handed out by this thread
+  std::atomic<uint64_t> frees;   // blocks of this class freed by this thread (any page)
+  std::atomic<uint64_t> flushed_live;  // allocs - frees last folded into the pool's gauges
+};
+static_assert(sizeof(HeapClassHot) == 32);
+
+struct HeapClassLists {
+  PageList avail;  // pages with free or never-used blocks (the current one too)
+  PageList full;   // pages with neither; a local free moves one back
+  std::atomic<uint64_t> refills{0};
+};
+
+struct Heap {
+  HeapClassHot hot[kNumClasses];
+  HeapClassLists lists[kNumClasses];
+  // Bit c: some page of class c got a remote free since the owner last looked.
+  alignas(64) std::atomic<uint64_t> remote_mask{0};
+  alignas(64) Engine* engine = nullptr;
+  ThreadState* thread = nullptr;
+  PageList empty[2];        // empty pages kept for reuse, by kind
+  uint64_t empty_bytes = 0;
+  Heap* next = nullptr;     // the engine's list of heaps
+  Heap* prev = nullptr;
+};
+
+// The page every heap class starts on: no blocks, so the first allocation
+// of a class takes the slow path, which installs a real page.
+extern Page g_empty_page;
+
+}  // namespace unipool::host

@@ -1,0 +1,107 @@
+// unipool host: HostPool, the public face of the engine, and the process-wide
+// default pool.
+#include "unipool/host_pool.hpp"
+
+#include <pthread.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "backend/os/os_memory.hpp"
+#include "host/engine_fast.hpp"
+
+namespace unipool {
+
+const char* to_string(HostPinningState s) noexcept {
+  switch (s) {
+    case HostPinningState::pageable: return "pageable (pinned=off)";
+    case HostPinningState::pageable_no_gpu: return "pageable (no CUDA device to pin with)";
+    case HostPinningState::pinned: return "pinned";
+    case HostPinningState::partially_pinned: return "partially pinned (some registrations failed)";
+  }
+  return "?";
+}
+
+// The engine lives in its own mapping, not on the heap: a malloc replacement
+// builds its default pool before any heap exists.
+HostPool::HostPool(const HostPoolConfig& config) {
+  void* memory = backend::os::map_metadata(sizeof(host::Engine));
+  if (memory == nullptr) throw std::bad_alloc();
+  try {
+    engine_ = new (memory) host::Engine(config);
+  } catch (...) {
+    backend::os::unmap_metadata(memory, sizeof(host::Engine));
+    throw;
+  }
+}
+
+HostPool::~HostPool() {
+  engine_->~Engine();
+  backend::os::unmap_metadata(engine_, sizeof(host::Engine));
+}
+
+void* HostPool::allocate(size_t size) noexcept { return engine_->allocate(size); }
+void* HostPool::allocate(size_t size, size_t alignment) noexcept { return engine_->allocate_aligned(size, alignment); }
+Status HostPool::free(void* p) noexcept { return engine_->free(p); }
+Status HostPool::free_after(void* p, FenceSource& source, FenceId fence) noexcept {
+  return engine_->free_after(p, source, fence);
+}
+size_t HostPool::collect_deferred() noexcept { return engine_->collect_deferred(); }
+size_t HostPool::usable_size(const void* p) const noexcept { return engine_->usable_size(p); }
+bool HostPool::owns(const void* p) const noexcept { return engine_->usable_size(p) != 0; }
+bool HostPool::is_pinned(const void* p) const noexcept { return engine_->is_pinned(p); }
+void HostPool::flush_thread_cache() noexcept { engine_->flush_thread_cache(); }
+void HostPool::trim() noexcept { engine_->trim(); }
+HostPoolStats HostPool::stats() const noexcept { return engine_->stats(); }
+void HostPool::reset_peaks() noexcept { engine_->reset_peaks(); }
+HostPinningState HostPool::pinning_state() const noexcept { return engine_->pinning_state(); }
+const HostPoolConfig& HostPool::config() const noexcept { return engine_->config(); }
+bool HostPool::validate(std::string* why) const { return engine_->validate(why); }
+Status HostPool::last_status() noexcept { return host::thread_last_status(); }
+const char* HostPool::last_error() noexcept { return host::thread_last_error(); }
+
+// ---- the default pool ----------------------------------------------------------
+
+namespace {
+
+alignas(HostPool) unsigned char g_default_storage[sizeof(HostPool)];
+HostPool* g_default = nullptr;
+char g_default_error[256] = "";
+pthread_once_t g_default_once = PTHREAD_ONCE_INIT;
+
+void make_default_pool() noexcept {
+  HostPoolConfig config;
+  if (parse_host_config(std::getenv("UNIPOOL_HOST_CONF"), &config, g_default_error, sizeof(g_default_error)) !=
+      Status::ok) {
+    return;
+  }
+  try {
+    // Never destroyed: blocks may be freed during static destruction.
+    g_default = new (g_default_storage) HostPool(config);
+  } catch (const std::exception& e) {
+    std::strncpy(g_default_error, e.what(), sizeof(g_default_error) - 1);
+  } catch (...) {
+    std::strncpy(g_default_error, "unipool host pool: cannot create the default pool", sizeof(g_default_error) - 1);
+  }
+}
+
+}  // namespace
+
+HostPool* HostPool::default_pool_nothrow() noexcept {
+  pthread_once(&g_default_once, make_default_pool);
+  return g_default;
+}
+
+const char* HostPool::default_pool_error() noexcept {
+  pthread_once(&g_default_once, make_default_pool);
+  return g_default_error;
+}
+
+HostPool& HostPool::default_pool() {
+  HostPool* pool = default_pool_nothrow();
+  if (pool == nullptr) throw std::invalid_argument(g_default_error);
+  return *pool;
+}
+
+}  // namespace unipool

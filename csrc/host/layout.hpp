@@ -1,0 +1,133 @@
+// unipool host: how small and middle blocks sit in memory.
+//
+// A segment is a 4 MiB, 4 MiB-aligned block of an arena. Its header (this
+// struct) holds the descriptors of its pages; the pages follow: 64 pages of
+// 64 KiB (small classes) or 8 pages of 512 KiB (middle classes). A page holds
+// blocks of one size class. From any block address the free path finds the
+// segment by masking and the page by a shift: no search, no registry.
+//
+// A free block holds the next link of its list and a cookie (its address
+// mixed with the pool's secret); a live block's cookie word is cleared when it
+// is handed out. That is how a double free is told from a first one without a
+// per-block bitmap on the fast paths.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace unipool::host {
+
+class Engine;
+struct Heap;
+struct ThreadState;
+
+inline constexpr unsigned kSegmentShift = 22;
+inline constexpr uint64_t kSegmentSize = uint64_t{1} << kSegmentShift;
+inline constexpr unsigned kSmallPageShift = 16;   // 64 KiB
+inline constexpr unsigned kMiddlePageShift = 19;  // 512 KiB
+inline constexpr uint32_t kMaxPagesPerSegment = 64;
+// The first page starts after the header, on a 4 KiB boundary (so every
+// class alignment up to 4 KiB holds in page 0 too).
+inline constexpr uint64_t kSegmentHeaderBytes = 12 << 10;
+
+struct Block {
+  Block* next;
+  uintptr_t cookie;  // address ^ pool secret while free, 0 while live
+};
+
+// Who may touch a page's free list.
+inline constexpr uintptr_t kOwnerNone = 0;    // page not formatted
+inline constexpr uintptr_t kOwnerShared = 1;  // the shared class lists, under their lock
+// Otherwise: the ThreadState* of the owning thread.
+
+struct alignas(64) Page {
+  // ---- line 0: the owner's fast paths --------------------------------------
+  Block* free = nullptr;                 // owner only (or the class lock)
+  std::atomic<uint32_t> used{0};         // live blocks; written by the owner only
+  uint32_t block_size = 0;
+  uint64_t reciprocal = 0;               // ceil(2^32 / block_size)
+  char* start = nullptr;                 // first block
+  std::atomic<uintptr_t> owner{kOwnerNone};
+  std::atomic<Heap*> heap{nullptr};      // owning heap (nullptr when shared)
+  std::atomic<uint32_t> extended{0};     // blocks carved so far (bump)
+  uint32_t capacity = 0;                 // blocks that fit
+  uint8_t cls = 0;
+  uint8_t in_full = 0;                   // on its list's full side
+  uint8_t kind = 0;                      // 0 small, 1 middle (the segment's)
+  uint8_t index = 0;                     // in its segment
+  // ---- line 1: list links and remote frees ---------------------------------
+  Page* next = nullptr;
+  Page* prev = nullptr;
+  std::atomic<Block*> xfree{nullptr};    // frees by other threads (lock-free push)
+
+  Block* take_remote() noexcept { return xfree.exchange(nullptr, std::memory_order_acquire); }
+  uint64_t page_offset_of(const void* p) const noexcept {
+    return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(start);
+  }
+};
+static_assert(sizeof(Page) == 128);
+
+// An intrusive doubly linked list of pages (a heap's or shared class's).
+struct PageList {
+  Page* head = nullptr;
+  uint32_t count = 0;
+
+  void push(Page* p) noexcept {
+    p->prev = nullptr;
+    p->next = head;
+    if (head) head->prev = p;
+    head = p;
+    ++count;
+  }
+  void remove(Page* p) noexcept {
+    if (p->prev) p->prev->next = p->next;
+    else head = p->next;
+    if (p->next) p->next->prev = p->prev;
+    p->next = p->prev = nullptr;
+    --count;
+  }
+  Page* pop() noexcept {
+    Page* p = head;
+    if (p) remove(p);
+    return p;
+  }
+};
+
+struct Segment {
+  uintptr_t magic;            // kSegmentMagic ^ address ^ secret
+  Engine* engine;
+  uint8_t kind;               // 0 small pages, 1 middle pages
+  uint8_t page_shift;
+  uint32_t page_count;
+  uint32_t pages_in_use;      // formatted for a class or cached by a heap
+  uint64_t free_mask;         // bit i: page i is free in the segment
+  uint64_t range_offset;      // in the arena's range allocator
+  uint64_t range_handle;
+  uint32_t arena;             // index in the engine's arenas
+  Segment* next;              // the engine's list of segments with free pages (or cached)
+  Segment* prev;
+  Segment* all_next;          // the engine's list of every segment it holds
+  Segment* all_prev;
+  bool in_free_list;
+  alignas(64) Page pages[kMaxPagesPerSegment];
+
+  static Segment* of(const void* p) noexcept {
+    return reinterpret_cast<Segment*>(reinterpret_cast<uintptr_t>(p) & ~(kSegmentSize - 1));
+  }
+  Page* page_of(const void* p) noexcept {
+    return &pages[(reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(this)) >> page_shift];
+  }
+  char* page_start(uint32_t i) noexcept {
+    char* base = reinterpret_cast<char*>(this) + (uint64_t{i} << page_shift);
+    return i == 0 ? base + kSegmentHeaderBytes : base;
+  }
+  uint64_t page_bytes(uint32_t i) const noexcept {
+    const uint64_t full = uint64_t{1} << page_shift;
+    return i == 0 ? full - kSegmentHeaderBytes : full;
+  }
+};
+static_assert(sizeof(Segment) <= kSegmentHeaderBytes);
+
+inline constexpr uintptr_t kSegmentMagic = 0x756e69706f6f6c53ull;  // "unipoolS"
+
+}  // namespace unipool::host

@@ -1,0 +1,79 @@
+// unipool host: size classes of the small and middle paths.
+//
+// Small (<= 1 KiB): 16-byte steps up to 128, then four classes per power of
+// two. Middle (<= 64 KiB at most): four classes per power of two. So a block
+// wastes at most 25% of itself (12.5% on average) and every class size is a
+// multiple of the largest power of two up to a quarter of it, which is what
+// lets aligned requests use the classes (see aligned_class()).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace unipool::host {
+
+inline constexpr uint32_t kSmallMax = 1024;
+inline constexpr uint32_t kMiddleLimit = 64 << 10;  // largest middle_max
+inline constexpr uint32_t kNumSmallClasses = 20;
+inline constexpr uint32_t kNumClasses = 44;
+// Largest alignment the classes serve; page starts are aligned to it.
+inline constexpr uint32_t kMaxClassAlignment = 4096;
+
+namespace detail {
+constexpr std::array<uint32_t, kNumClasses> make_class_sizes() {
+  std::array<uint32_t, kNumClasses> sizes{};
+  uint32_t n = 0;
+  for (uint32_t s = 16; s <= 128; s += 16) sizes[n++] = s;
+  for (uint32_t base = 128; base < kMiddleLimit; base *= 2) {
+    for (uint32_t k = 5; k <= 8; ++k) sizes[n++] = base / 4 * k;
+  }
+  return sizes;
+}
+}  // namespace detail
+
+inline constexpr std::array<uint32_t, kNumClasses> kClassSize = detail::make_class_sizes();
+
+namespace detail {
+// Class of every size, indexed by (size + 15) / 16.
+constexpr std::array<uint8_t, kMiddleLimit / 16 + 1> make_class_table() {
+  std::array<uint8_t, kMiddleLimit / 16 + 1> table{};
+  uint32_t cls = 0;
+  for (uint32_t i = 0; i < table.size(); ++i) {
+    while (kClassSize[cls] < i * 16) ++cls;
+    table[i] = static_cast<uint8_t>(cls);
+  }
+  return table;
+}
+// ceil(2^32 / size): (offset * r) >> 32 is offset / size for every exact
+// multiple of size below 2^16 blocks, which is all the free path needs to
+// tell a block start from an interior pointer (it checks idx * size back).
+constexpr std::array<uint64_t, kNumClasses> make_reciprocals() {
+  std::array<uint64_t, kNumClasses> r{};
+  for (uint32_t i = 0; i < kNumClasses; ++i) r[i] = ((uint64_t{1} << 32) + kClassSize[i] - 1) / kClassSize[i];
+  return r;
+}
+}  // namespace detail
+
+inline constexpr auto kClassOfIndex = detail::make_class_table();
+inline constexpr auto kClassReciprocal = detail::make_reciprocals();
+
+static_assert(kClassSize[kNumSmallClasses - 1] == kSmallMax);
+static_assert(kClassSize[kNumClasses - 1] == kMiddleLimit);
+
+// Class of a size in [1, kMiddleLimit].
+inline uint32_t class_of(uint64_t size) noexcept { return kClassOfIndex[(size + 15) >> 4]; }
+
+inline bool is_small_class(uint32_t cls) noexcept { return cls < kNumSmallClasses; }
+
+// The smallest class that holds `size` and whose blocks are multiples of
+// `alignment` (a power of two <= kMaxClassAlignment), or kNumClasses if none
+// up to kMiddleLimit.
+inline uint32_t aligned_class(uint64_t size, uint64_t alignment) noexcept {
+  const uint64_t rounded = (size + alignment - 1) & ~(alignment - 1);
+  if (rounded > kMiddleLimit) return kNumClasses;
+  uint32_t cls = class_of(rounded);
+  while (cls < kNumClasses && kClassSize[cls] % alignment != 0) ++cls;
+  return cls;
+}
+
+}  // namespace unipool::host

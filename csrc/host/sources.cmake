@@ -1,0 +1,16 @@
+# The host pool (csrc/host/) and its OS memory source (csrc/backend/os/).
+list(APPEND UNIPOOL_SOURCES
+  backend/os/os_memory.cpp
+  host/arena.cpp
+  host/config.cpp
+  host/engine.cpp
+  host/engine_deferred.cpp
+  host/engine_huge.cpp
+  host/engine_large.cpp
+  host/engine_pages.cpp
+  host/engine_small.cpp
+  host/engine_stats.cpp
+  host/engine_validate.cpp
+  host/errors.cpp
+  host/host_pool.cpp
+  host/thread_state.cpp)
