@@ -3,6 +3,15 @@ list(APPEND UNIPOOL_SOURCES
   backend/device_backend.cpp
   backend/host_pinner.cpp)
 list(APPEND UNIPOOL_CUDA_SOURCES
+  backend/cuda/cuda_backend_base.cpp
+  backend/cuda/cuda_backends.cpp
+  backend/cuda/cuda_driver_api.cpp
+  backend/cuda/cuda_event_fences.cpp
   backend/cuda/cuda_host_pinner.cpp
+  backend/cuda/cuda_malloc_backend.cpp
   backend/cuda/cuda_runtime_info.cpp
-  backend/cuda/cuda_status.cpp)
+  backend/cuda/cuda_status.cpp
+  backend/cuda/cuda_vmm_backend.cpp
+  backend/cuda/device_guard.cpp
+  backend/cuda/nccl_backend.cpp
+  backend/cuda/nccl_library.cpp)

@@ -1,5 +1,8 @@
 #include "backend/cuda/cuda_status.hpp"
 
+#include <mutex>
+#include <set>
+
 namespace unipool::backend::cuda {
 
 BackendStatus runtime_status(cudaError_t err) noexcept {
@@ -18,6 +21,14 @@ BackendStatus driver_status(CUresult res, DriverErrorString describe) noexcept {
   }
   const auto code = res == CUDA_ERROR_OUT_OF_MEMORY ? BackendStatus::out_of_memory : BackendStatus::error;
   return BackendStatus{code, static_cast<int>(res), text};
+}
+
+const char* intern(const std::string& text) {
+  // Never freed; bounded by the number of distinct failure reasons.
+  static std::mutex mutex;
+  static auto* texts = new std::set<std::string, std::less<>>;
+  std::lock_guard lock(mutex);
+  return texts->insert(text).first->c_str();
 }
 
 }  // namespace unipool::backend::cuda

@@ -10,6 +10,8 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "unipool/device_backend.hpp"
 
 namespace unipool::backend::cuda {
@@ -25,8 +27,14 @@ using DriverErrorString = CUresult (*)(CUresult, const char**);
 BackendStatus driver_status(CUresult res, DriverErrorString describe) noexcept;
 
 // A failure detected by unipool itself (bad argument, missing library).
+// `message` must outlive every copy of the status: a literal, or interned.
 inline BackendStatus usage_error(const char* message) noexcept {
   return BackendStatus{BackendStatus::error, 0, message};
 }
+
+// A process-lifetime copy of `text` (equal texts share one copy), for the
+// few messages composed at run time ("the driver does not provide X"): a
+// BackendStatus may outlive the backend that made it.
+const char* intern(const std::string& text);
 
 }  // namespace unipool::backend::cuda

@@ -1,0 +1,91 @@
+// unipool backend/cuda: "cuda_vmm", expandable segments on the CUDA virtual
+// memory management API. A segment is a reserved virtual range; the pool
+// grows it by mapping physical memory one granule (one cuMemCreate handle)
+// at a time, so any granule-aligned sub-range can be unmapped again and its
+// memory returned to the device, without moving a byte. This is the
+// mechanism of PyTorch's expandable_segments.
+#pragma once
+
+#include <cuda.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend_base.hpp"
+#include "backend/cuda/cuda_driver_api.hpp"
+
+namespace unipool::backend::cuda {
+
+class CudaVmmBackend final : public CudaBackendBase {
+ public:
+  CudaVmmBackend();
+  // Unmaps and frees whatever the pool left behind.
+  ~CudaVmmBackend() override;
+
+  const char* name() const noexcept override { return "cuda_vmm"; }
+  // False when the driver API could not be resolved, there is no device,
+  // or a device lacks VMM; every call then fails with that reason.
+  bool supports_expandable() const noexcept override { return expandable_; }
+  // The driver's recommended granularity, at least 2 MiB and a multiple of
+  // its minimum. 0 when unavailable (see supports_expandable()).
+  uint64_t granularity(int device) override;
+
+  // A plain segment: a reservation of `bytes` rounded up to the
+  // granularity, mapped whole; deallocate() unmaps and frees it.
+  BackendStatus allocate(int device, uint64_t bytes, void** out) override;
+  BackendStatus deallocate(int device, void* ptr, uint64_t bytes) override;
+
+  // Sizes and offsets are multiples of granularity(device). map() is all or
+  // nothing. unmap() needs the whole range mapped; it does not synchronize:
+  // the caller's fences must guarantee no pending work touches the range.
+  // unreserve() needs the whole reservation unmapped.
+  BackendStatus reserve(int device, uint64_t bytes, void** base) override;
+  BackendStatus map(int device, void* base, uint64_t offset, uint64_t bytes) override;
+  BackendStatus unmap(int device, void* base, uint64_t offset, uint64_t bytes) override;
+  BackendStatus unreserve(int device, void* base, uint64_t bytes) override;
+
+ private:
+  struct Granule {
+    CUmemGenericAllocationHandle handle = 0;
+    bool mapped = false;
+  };
+  struct Reservation {
+    int device;
+    uint64_t bytes;
+    uint64_t granularity;
+    bool plain;  // made by allocate()
+    std::vector<Granule> granules;
+    uint64_t mapped = 0;  // granules mapped
+  };
+  using Reservations = std::map<uintptr_t, Reservation>;
+
+  BackendStatus driver(CUresult result) const noexcept;
+  BackendStatus usable() const noexcept;
+  uint64_t granularity_locked(int device);
+  // The reservation at `base` on `device` of the expected kind, or a reason.
+  Reservations::iterator find_locked(int device, void* base, bool plain, BackendStatus* why);
+  // Granule range [first, first + count) of `r` for an (offset, bytes) pair.
+  static BackendStatus granule_range(const Reservation& r, uint64_t offset, uint64_t bytes, uint64_t* first,
+                                     uint64_t* count) noexcept;
+  BackendStatus reserve_locked(int device, uint64_t bytes, bool plain, void** base);
+  BackendStatus map_locked(Reservation& r, uintptr_t base, uint64_t first, uint64_t count);
+  BackendStatus unmap_locked(Reservation& r, uintptr_t base, uint64_t first, uint64_t count);
+  BackendStatus unmap_all_locked(Reservation& r, uintptr_t base);
+  BackendStatus unreserve_locked(Reservations::iterator it);
+  void release_handle_locked(CUmemGenericAllocationHandle handle);
+  void retry_orphans_locked();
+
+  DriverApi api_;
+  bool expandable_ = false;
+  const char* unsupported_ = "";  // why not expandable (interned): the text of every refusal
+
+  std::mutex mutex_;  // one lock for the bookkeeping and the driver calls that change it
+  Reservations reservations_;
+  std::vector<uint64_t> granularity_;  // per device; 0 until asked
+  // Unmapped handles whose cuMemRelease failed; retried by every later call.
+  std::vector<CUmemGenericAllocationHandle> orphans_;
+};
+
+}  // namespace unipool::backend::cuda
