@@ -1,0 +1,53 @@
+// unipool backend tests: a fresh fake CUDA runtime per test, and a leak
+// check when the test is done.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "fake_cuda/fake_cuda.hpp"
+
+namespace unipool::test {
+
+namespace fake = ::unipool::fake_cuda;
+
+class FakeCudaTest : public ::testing::Test {
+ protected:
+  // Tests that need another machine override this.
+  virtual fake::Config config() const { return fake::Config{}; }
+
+  void SetUp() override { fake::reset(config()); }
+  void TearDown() override {
+    // Everything a test created must be gone once its objects are.
+    EXPECT_TRUE(fake::leaks().clean()) << fake::leaks().describe();
+  }
+};
+
+// Whether the process can write one byte at `p`, asked of the kernel (a
+// read() into it fails with EFAULT if not), so no signal is raised.
+inline bool writable(void* p) {
+  int fds[2];
+  if (pipe(fds) != 0) return false;
+  const char byte = 0x5a;
+  bool ok = write(fds[1], &byte, 1) == 1;
+  ok = ok && read(fds[0], p, 1) == 1;
+  close(fds[0]);
+  close(fds[1]);
+  return ok;
+}
+
+// Whether the process can read one byte at `p` (write() from it fails with
+// EFAULT if not).
+inline bool readable(const void* p) {
+  int fds[2];
+  if (pipe(fds) != 0) return false;
+  const bool ok = write(fds[1], p, 1) == 1;
+  close(fds[0]);
+  close(fds[1]);
+  return ok;
+}
+
+}  // namespace unipool::test

@@ -1,0 +1,322 @@
+// The fake CUDA runtime itself: the semantics the backend tests (and the
+// pool tests) rely on.
+#include <cuda.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "fake_cuda_fixture.hpp"
+
+namespace unipool::test {
+namespace {
+
+class FakeCuda : public FakeCudaTest {
+ protected:
+  fake::Config config() const override {
+    fake::Config c;
+    c.device_count = 2;
+    c.capacity = 64 * fake::kMiB;
+    return c;
+  }
+};
+
+TEST_F(FakeCuda, MallocIsRealMemoryChargedToTheCurrentDevice) {
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  std::memset(p, 0xab, 1000);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 256, 0u);
+  EXPECT_EQ(fake::live_bytes(0), 1000u);
+  EXPECT_EQ(fake::live_bytes(1), 0u);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  void* q = nullptr;
+  ASSERT_EQ(cudaMalloc(&q, 4096), cudaSuccess);
+  EXPECT_EQ(fake::live_bytes(1), 4096u);
+  size_t free_bytes = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
+  EXPECT_EQ(total, 64 * fake::kMiB);
+  EXPECT_EQ(free_bytes, 64 * fake::kMiB - 4096);
+  EXPECT_EQ(cudaFree(q), cudaSuccess);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(fake::live_bytes(0) + fake::live_bytes(1), 0u);
+  EXPECT_EQ(fake::calls("cudaMalloc"), 2u);
+}
+
+TEST_F(FakeCuda, CapacityAndByteLimitFailAsOutOfMemory) {
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 65 * fake::kMiB), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+  fake::set_byte_limit(fake::kMiB);
+  EXPECT_EQ(cudaMalloc(&p, fake::kMiB + 1), cudaErrorMemoryAllocation);
+  ASSERT_EQ(cudaMalloc(&p, fake::kMiB), cudaSuccess);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST_F(FakeCuda, LastErrorIsPerThreadAndClearedByGetLastError) {
+  EXPECT_EQ(cudaSetDevice(7), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidDevice);
+  std::thread([] { EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess); }).join();
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidDevice);  // peeking does not clear
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+}
+
+TEST_F(FakeCuda, CurrentDeviceIsPerThread) {
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  std::thread([] { EXPECT_EQ(fake::current_device(), 0); }).join();
+  EXPECT_EQ(fake::current_device(), 1);
+}
+
+TEST_F(FakeCuda, StickyErrorFailsEverythingAndCannotBeCleared) {
+  fake::set_sticky_error(cudaErrorIllegalAddress);
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 16), cudaErrorIllegalAddress);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
+  int count = 0;
+  EXPECT_EQ(cudaGetDeviceCount(&count), cudaErrorIllegalAddress);
+  EXPECT_EQ(ncclMemAlloc(&p, 16), ncclUnhandledCudaError);
+  fake::reset(config());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST_F(FakeCuda, StickyFaultStartsAtTheNthCall) {
+  fake::inject(fake::Fault{"cudaMalloc", 2, cudaErrorLaunchFailure, true});
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 16), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(&p, 16), cudaErrorLaunchFailure);
+  EXPECT_EQ(cudaFree(p), cudaErrorLaunchFailure);  // the context is gone
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorLaunchFailure);
+  fake::reset(config());  // frees the block the sticky error kept alive
+}
+
+TEST_F(FakeCuda, FaultsHitTheNthCallOnceWithTheChosenCode) {
+  fake::fail_nth_call("cudaMalloc", 3, cudaErrorMemoryAllocation);
+  std::vector<void*> blocks;
+  std::vector<cudaError_t> results;
+  for (int i = 0; i < 4; ++i) {
+    void* p = nullptr;
+    results.push_back(cudaMalloc(&p, 64));
+    if (p != nullptr && results.back() == cudaSuccess) blocks.push_back(p);
+  }
+  EXPECT_EQ(results, (std::vector<cudaError_t>{cudaSuccess, cudaSuccess, cudaErrorMemoryAllocation, cudaSuccess}));
+  EXPECT_EQ(fake::faults_fired(), 1u);
+  EXPECT_EQ(fake::last_fault(), "cudaMalloc");
+  EXPECT_EQ(fake::calls("cudaMalloc"), 4u);
+  for (void* p : blocks) EXPECT_EQ(cudaFree(p), cudaSuccess);
+  (void)cudaGetLastError();
+}
+
+TEST_F(FakeCuda, WildcardFaultUsesEachFamilysGenericError) {
+  fake::fail_nth_call("*", 1);
+  void* p = nullptr;
+  EXPECT_EQ(ncclMemAlloc(&p, 64), ncclUnhandledCudaError);
+  fake::fail_nth_call("*", 1);
+  EXPECT_EQ(cudaMalloc(&p, 64), cudaErrorUnknown);
+  fake::fail_nth_call("*", 2);
+  CUdevice d = 0;
+  EXPECT_EQ(cuDeviceGet(&d, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuDeviceGet(&d, 0), CUDA_ERROR_UNKNOWN);
+  (void)cudaGetLastError();
+}
+
+TEST_F(FakeCuda, EventsStayPendingUntilTheTestCompletesThem) {
+  cudaStream_t s1 = nullptr, s2 = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s1), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t e1 = nullptr, e2 = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&e2), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(e1), cudaSuccess);  // never recorded: complete
+  ASSERT_EQ(cudaEventRecord(e1, s1), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(e2, s2), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(e1), cudaErrorNotReady);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorNotReady);  // left pending, like CUDA
+  EXPECT_EQ(cudaStreamQuery(s1), cudaErrorNotReady);
+  EXPECT_EQ(fake::pending_events(), 2u);
+  fake::complete_stream(reinterpret_cast<uintptr_t>(s1));
+  EXPECT_EQ(cudaEventQuery(e1), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(e2), cudaErrorNotReady);
+  EXPECT_EQ(cudaStreamSynchronize(s2), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(e2), cudaSuccess);
+  EXPECT_EQ(fake::live_events_with_timing(), 1u);
+  EXPECT_EQ(cudaEventDestroy(e1), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(e2), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(e2), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaStreamDestroy(s1), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(s2), cudaSuccess);
+  (void)cudaGetLastError();
+}
+
+TEST_F(FakeCuda, SynchronizationCompletesEvents) {
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(e, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaEventSynchronize(e), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(e), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(e, nullptr), cudaSuccess);  // re-recording makes it pending again
+  EXPECT_EQ(fake::pending_events(), 1u);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(fake::pending_events(), 0u);
+  ASSERT_EQ(cudaEventRecord(e, nullptr), cudaSuccess);
+  fake::complete_all_events();
+  EXPECT_EQ(cudaEventQuery(e), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
+}
+
+TEST_F(FakeCuda, EventAndStreamMustShareADevice) {
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);  // device 0
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  EXPECT_EQ(cudaEventRecord(e, nullptr), cudaErrorInvalidResourceHandle);  // device 1's default stream
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
+}
+
+TEST_F(FakeCuda, HostRegistrationIsTrackedAndChecked) {
+  std::vector<char> buffer(8192);
+  ASSERT_EQ(cudaHostRegister(buffer.data(), 4096, cudaHostRegisterDefault), cudaSuccess);
+  EXPECT_EQ(cudaHostRegister(buffer.data() + 100, 10, cudaHostRegisterDefault), cudaErrorHostMemoryAlreadyRegistered);
+  ASSERT_EQ(fake::registered_ranges().size(), 1u);
+  EXPECT_EQ(fake::registered_ranges()[0].base, buffer.data());
+  EXPECT_EQ(fake::pinned_bytes(), 4096u);
+  cudaPointerAttributes attributes{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attributes, buffer.data() + 10), cudaSuccess);
+  EXPECT_EQ(attributes.type, cudaMemoryTypeHost);
+  ASSERT_EQ(cudaPointerGetAttributes(&attributes, buffer.data() + 5000), cudaSuccess);
+  EXPECT_EQ(attributes.type, cudaMemoryTypeUnregistered);
+  EXPECT_EQ(cudaHostUnregister(buffer.data() + 1), cudaErrorHostMemoryNotRegistered);
+  EXPECT_EQ(cudaHostUnregister(buffer.data()), cudaSuccess);
+  EXPECT_EQ(fake::pinned_bytes(), 0u);
+  (void)cudaGetLastError();
+}
+
+TEST_F(FakeCuda, DriverEntryPointsResolveToTheFakeDriver) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuMemCreate", &fn, 12000, cudaEnableDefault, &found), cudaSuccess);
+  EXPECT_EQ(found, cudaDriverEntryPointSuccess);
+  EXPECT_EQ(fn, reinterpret_cast<void*>(&cuMemCreate));
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuNoSuchThing", &fn, 12000, cudaEnableDefault, &found), cudaSuccess);
+  EXPECT_EQ(found, cudaDriverEntryPointSymbolNotFound);
+  EXPECT_EQ(fn, nullptr);
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuMemMap", &fn, 99000, cudaEnableDefault, &found), cudaSuccess);
+  EXPECT_EQ(found, cudaDriverEntryPointVersionNotSufficent);
+}
+
+TEST_F(FakeCuda, VmmMapsRealPagesThatFaultAfterUnmap) {
+  const size_t g = 2 * fake::kMiB;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 1;
+  size_t granularity = 0;
+  ASSERT_EQ(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+  EXPECT_EQ(granularity, g);
+  CUdeviceptr base = 0;
+  ASSERT_EQ(cuMemAddressReserve(&base, 4 * g, 0, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(base % g, 0u);
+  auto* bytes = reinterpret_cast<char*>(base);
+  EXPECT_FALSE(readable(bytes));
+  CUmemGenericAllocationHandle h1 = 0, h2 = 0;
+  ASSERT_EQ(cuMemCreate(&h1, g, &prop, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemCreate(&h2, g, &prop, 0), CUDA_SUCCESS);
+  EXPECT_EQ(fake::live_bytes(1), 2 * g);
+  ASSERT_EQ(cuMemMap(base + g, g, 0, h1, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(base + 2 * g, g, 0, h2, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemMap(base + 3 * g, g, 0, h2, 0), CUDA_ERROR_NOT_SUPPORTED);  // no aliases in the fake
+  EXPECT_FALSE(writable(bytes + g));  // mapped, no access yet
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = 1;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  EXPECT_EQ(cuMemSetAccess(base, 2 * g, &access, 1), CUDA_ERROR_INVALID_VALUE);  // granule 0 unmapped
+  ASSERT_EQ(cuMemSetAccess(base + g, 2 * g, &access, 1), CUDA_SUCCESS);
+  std::memset(bytes + g, 0x11, 2 * g);
+  EXPECT_EQ(fake::mapped_bytes(1), 2 * g);
+  EXPECT_EQ(cuMemRelease(h1), CUDA_SUCCESS);  // still mapped: freed at unmap
+  EXPECT_EQ(fake::physical_handles(), 2u);
+  EXPECT_EQ(cuMemUnmap(base + g, g / 2), CUDA_ERROR_INVALID_VALUE);  // part of a mapping
+  EXPECT_EQ(cuMemAddressFree(base, 4 * g), CUDA_ERROR_INVALID_VALUE);  // still mapped
+  ASSERT_EQ(cuMemUnmap(base + g, 2 * g), CUDA_SUCCESS);  // two whole mappings at once
+  EXPECT_FALSE(readable(bytes + g));
+  EXPECT_EQ(fake::mapped_bytes(1), 0u);
+  EXPECT_EQ(fake::physical_handles(), 1u);
+  EXPECT_EQ(cuMemRelease(h2), CUDA_SUCCESS);
+  EXPECT_EQ(fake::live_bytes(1), 0u);
+  EXPECT_EQ(cuMemAddressFree(base, 4 * g), CUDA_SUCCESS);
+  EXPECT_EQ(fake::reserved_bytes(), 0u);
+}
+
+TEST_F(FakeCuda, PhysicalMemoryCountsAgainstCapacity) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  CUmemGenericAllocationHandle big = 0, more = 0;
+  ASSERT_EQ(cuMemCreate(&big, 64 * fake::kMiB, &prop, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemCreate(&more, 2 * fake::kMiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 1), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cuMemRelease(big), CUDA_SUCCESS);
+  (void)cudaGetLastError();
+}
+
+TEST_F(FakeCuda, NcclAllocationRoundsToTheGranularity) {
+  void* p = nullptr;
+  ASSERT_EQ(ncclMemAlloc(&p, 100), ncclSuccess);
+  EXPECT_EQ(fake::live_bytes(0), 2 * fake::kMiB);
+  EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);  // not a cudaMalloc block
+  void* handle = nullptr;
+  auto* comm = reinterpret_cast<ncclComm_t>(0x10);
+  ASSERT_EQ(ncclCommRegister(comm, p, 100, &handle), ncclSuccess);
+  EXPECT_EQ(fake::nccl_registrations(), 1u);
+  EXPECT_EQ(ncclCommDeregister(comm, handle), ncclSuccess);
+  EXPECT_EQ(ncclCommDeregister(comm, handle), ncclInvalidArgument);
+  EXPECT_EQ(ncclMemFree(p), ncclSuccess);
+  EXPECT_EQ(ncclMemFree(p), ncclUnhandledCudaError);
+  EXPECT_STREQ(ncclGetErrorString(ncclSuccess), "no error");
+  (void)cudaGetLastError();
+}
+
+TEST_F(FakeCuda, WithoutADriverTheRuntimeKeepsFailing) {
+  fake::Config c = config();
+  c.driver_present = false;
+  fake::reset(c);
+  int n = 0;
+  EXPECT_EQ(cudaGetDeviceCount(&n), cudaErrorInsufficientDriver);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInsufficientDriver);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInsufficientDriver);  // not clearable
+  int version = -1;
+  EXPECT_EQ(cudaDriverGetVersion(&version), cudaSuccess);
+  EXPECT_EQ(version, 0);
+  EXPECT_EQ(cudaRuntimeGetVersion(&version), cudaSuccess);
+  EXPECT_EQ(version, 13000);
+}
+
+TEST_F(FakeCuda, ResetReclaimsWhatATestLeaked) {
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 100), cudaSuccess);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  EXPECT_FALSE(fake::leaks().clean());
+  EXPECT_NE(fake::leaks().describe().find("1 device allocations"), std::string::npos);
+  fake::reset(config());
+  EXPECT_TRUE(fake::leaks().clean());
+  EXPECT_EQ(fake::total_calls(), 0u);
+}
+
+TEST_F(FakeCuda, ErrorTextsMatchTheRuntime) {
+  EXPECT_STREQ(cudaGetErrorString(cudaErrorMemoryAllocation), "out of memory");
+  EXPECT_STREQ(cudaGetErrorName(cudaErrorNotReady), "cudaErrorNotReady");
+  const char* text = nullptr;
+  EXPECT_EQ(cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &text), CUDA_SUCCESS);
+  EXPECT_STREQ(text, "out of memory");
+  EXPECT_EQ(fake::total_calls(), 0u);  // error texts are not counted
+}
+
+}  // namespace
+}  // namespace unipool::test
