@@ -1,0 +1,82 @@
+/* unipool C ABI: the host pool (see include/unipool/host_pool.hpp and
+ * docs/host_pool.md). Every call is thread-safe; on failure the call returns
+ * NULL or a status and unipool_last_error() says why. */
+#ifndef UNIPOOL_C_HOST_H
+#define UNIPOOL_C_HOST_H
+
+#include "unipool/c/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct unipool_host_pool unipool_host_pool_t;
+
+/* Same fields as unipool::HostPoolStats (bytes unless named otherwise). */
+typedef struct unipool_host_stats {
+  uint64_t requested_bytes, peak_requested_bytes;
+  uint64_t allocated_bytes, peak_allocated_bytes;
+  uint64_t committed_bytes, peak_committed_bytes;
+  uint64_t pinned_bytes, peak_pinned_bytes;
+  uint64_t cached_bytes, peak_cached_bytes;
+  uint64_t deferred_bytes, peak_deferred_bytes;
+  uint64_t deferred_blocks;
+  uint64_t arena_free_bytes;
+  uint64_t overhead_bytes;
+  uint64_t reserved_bytes;
+  uint64_t small_blocks, middle_blocks, large_blocks, huge_blocks;
+  uint64_t huge_cache_hits, huge_cache_misses;
+  uint64_t pin_registrations, pin_failures, pageable_bytes, hugetlb_fallbacks;
+  uint64_t misuse_errors;
+} unipool_host_stats_t;
+
+/* A fence the pool polls for a deferred free: completed() returns nonzero
+ * once the work before `fence` is done; release() (may be NULL) is called
+ * once, when the pool no longer needs the fence. The struct must stay valid
+ * until then. */
+typedef struct unipool_host_fence {
+  void* context;
+  int (*completed)(void* context, uint64_t fence);
+  void (*release)(void* context, uint64_t fence);
+} unipool_host_fence_t;
+
+/* A pool configured by `config` (UNIPOOL_HOST_CONF syntax; NULL or "" for
+ * the defaults). UNIPOOL_BAD_ARGUMENT names the bad key in the last error. */
+unipool_status_t unipool_host_create(const char* config, unipool_host_pool_t** out);
+/* Returns every byte to the OS; blocks still live become invalid. */
+void unipool_host_destroy(unipool_host_pool_t* pool);
+/* The process-wide pool (configured from UNIPOOL_HOST_CONF); never destroy it.
+ * NULL when that string is bad. */
+unipool_host_pool_t* unipool_host_default(void);
+/* Checks a config string without making a pool. */
+unipool_status_t unipool_host_config_check(const char* config);
+
+/* At least `size` bytes aligned to 16 (or to `alignment`, a power of two). */
+void* unipool_host_alloc(unipool_host_pool_t* pool, size_t size);
+void* unipool_host_alloc_aligned(unipool_host_pool_t* pool, size_t size, size_t alignment);
+/* UNIPOOL_NOT_LIVE for a foreign, interior or already freed pointer. */
+unipool_status_t unipool_host_free(unipool_host_pool_t* pool, void* ptr);
+/* Frees `ptr` once `fence` completes; it is not reused before. */
+unipool_status_t unipool_host_free_after(unipool_host_pool_t* pool, void* ptr, const unipool_host_fence_t* source,
+                                         uint64_t fence);
+/* Frees deferred blocks whose fences completed; returns how many. */
+size_t unipool_host_collect_deferred(unipool_host_pool_t* pool);
+/* Usable bytes of a live block, 0 if `ptr` is not one. */
+size_t unipool_host_usable_size(unipool_host_pool_t* pool, const void* ptr);
+int unipool_host_is_pinned(unipool_host_pool_t* pool, const void* ptr);
+/* "pinned", "pageable (no CUDA device to pin with)", ... */
+const char* unipool_host_pinning_state(unipool_host_pool_t* pool);
+
+void unipool_host_flush_thread_cache(unipool_host_pool_t* pool);
+void unipool_host_trim(unipool_host_pool_t* pool);
+unipool_status_t unipool_host_get_stats(unipool_host_pool_t* pool, unipool_host_stats_t* out);
+void unipool_host_reset_peaks(unipool_host_pool_t* pool);
+/* UNIPOOL_OK, or UNIPOOL_BAD_ARGUMENT with the broken invariant in the last
+ * error. Wants no concurrent use of the pool. */
+unipool_status_t unipool_host_validate(unipool_host_pool_t* pool);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* UNIPOOL_C_HOST_H */

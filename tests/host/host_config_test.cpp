@@ -1,0 +1,108 @@
+// unipool host: the UNIPOOL_HOST_CONF string: values, round trip, and errors
+// that name the key; the non-allocating parser for the malloc face.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "unipool/host_config.hpp"
+#include "unipool/host_pool.hpp"
+
+namespace unipool {
+namespace {
+
+TEST(HostConfig, ParsesEveryKey) {
+  const HostPoolConfig c = HostPoolConfig::parse(
+      "pinned=best_effort, thread_cache=size,numa_node=0,huge_pages=on,first_touch=off,reserve=2GiB,"
+      "chunk=8M,max_pin=256MiB,middle_max=16KiB,huge_threshold=64MB,huge_cache=4,huge_cache_bytes=512m,"
+      "retain=0,limit=1T");
+  EXPECT_EQ(c.pinned, HostPinned::best_effort);
+  EXPECT_EQ(c.thread_cache, HostThreadCache::size);
+  EXPECT_EQ(c.numa_node, 0);
+  EXPECT_EQ(c.huge_pages, HostHugePages::thp);
+  EXPECT_EQ(c.first_touch, 0);
+  EXPECT_EQ(c.reserve, uint64_t{2} << 30);
+  EXPECT_EQ(c.chunk, uint64_t{8} << 20);
+  EXPECT_EQ(c.max_pin, uint64_t{256} << 20);
+  EXPECT_EQ(c.middle_max, uint64_t{16} << 10);
+  EXPECT_EQ(c.huge_threshold, uint64_t{64} << 20);
+  EXPECT_EQ(c.huge_cache, 4u);
+  EXPECT_EQ(c.huge_cache_bytes, uint64_t{512} << 20);
+  EXPECT_EQ(c.retain, 0u);
+  EXPECT_EQ(c.limit, uint64_t{1} << 40);
+}
+
+TEST(HostConfig, EmptyGivesDefaultsAndToStringRoundTrips) {
+  const HostPoolConfig d = HostPoolConfig::parse("");
+  EXPECT_EQ(d.pinned, HostPinned::off);
+  EXPECT_EQ(d.thread_cache, HostThreadCache::performance);
+  const HostPoolConfig c = HostPoolConfig::parse("pinned=on,thread_cache=none,huge_pages=hugetlb,chunk=4MiB");
+  const HostPoolConfig back = HostPoolConfig::parse(c.to_string());
+  EXPECT_EQ(back.to_string(), c.to_string());
+  EXPECT_EQ(back.pinned, HostPinned::on);
+  EXPECT_EQ(back.huge_pages, HostHugePages::hugetlb);
+}
+
+void expect_error(const char* text, const char* must_name) {
+  try {
+    HostPoolConfig::parse(text);
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(must_name), std::string::npos) << e.what();
+  }
+}
+
+TEST(HostConfig, ErrorsNameTheKey) {
+  expect_error("pinned=maybe", "pinned");
+  expect_error("pinned=maybe", "maybe");
+  expect_error("thread_cach=size", "thread_cach");
+  expect_error("thread_cache=fast", "thread_cache");
+  expect_error("numa_node=zero", "numa_node");
+  expect_error("chunk=3MiB", "chunk");
+  expect_error("chunk=1MiB", "chunk");
+  expect_error("reserve=12XB", "reserve");
+  expect_error("max_pin=2MiB,chunk=4MiB", "max_pin");
+  expect_error("middle_max=128KiB", "middle_max");
+  expect_error("huge_threshold=16KiB", "huge_threshold");
+  expect_error("huge_cache=1000", "huge_cache");
+  expect_error("first_touch=sometimes", "first_touch");
+  expect_error("pinned", "not key=value");
+  expect_error("limit=99999999999999999999999", "limit");
+}
+
+TEST(HostConfig, NonAllocatingParserKeepsTheOutputOnError) {
+  HostPoolConfig c;
+  c.huge_cache = 3;
+  char error[64];
+  EXPECT_EQ(parse_host_config("huge_cache=5,bogus=1", &c, error, sizeof(error)), Status::bad_argument);
+  EXPECT_EQ(c.huge_cache, 3u);  // untouched
+  EXPECT_NE(std::string(error).find("bogus"), std::string::npos);
+  // A small buffer is truncated, still terminated.
+  char tiny[8];
+  EXPECT_EQ(parse_host_config("bogus=1", &c, tiny, sizeof(tiny)), Status::bad_argument);
+  EXPECT_EQ(std::string(tiny).size(), 7u);
+  EXPECT_EQ(parse_host_config(nullptr, &c, error, sizeof(error)), Status::ok);
+  EXPECT_EQ(parse_host_config("huge_cache=5", &c, nullptr, 0), Status::ok);
+  EXPECT_EQ(c.huge_cache, 5u);
+}
+
+TEST(HostConfig, PoolConstructorRejectsBadConfig) {
+  HostPoolConfig c;
+  c.chunk = 12345;
+  EXPECT_THROW(HostPool{c}, std::invalid_argument);
+  EXPECT_THROW(HostPool{"bogus=1"}, std::invalid_argument);
+}
+
+TEST(HostConfig, FromEnvironment) {
+  ::setenv("UNIPOOL_HOST_CONF", "thread_cache=unlimited,huge_cache=2", 1);
+  const HostPoolConfig c = HostPoolConfig::from_env();
+  EXPECT_EQ(c.thread_cache, HostThreadCache::unlimited);
+  EXPECT_EQ(c.huge_cache, 2u);
+  ::setenv("UNIPOOL_HOST_CONF", "thread_cache=sometimes", 1);
+  EXPECT_THROW(HostPoolConfig::from_env(), std::invalid_argument);
+  ::unsetenv("UNIPOOL_HOST_CONF");
+}
+
+}  // namespace
+}  // namespace unipool

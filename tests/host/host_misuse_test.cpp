@@ -1,0 +1,122 @@
+// unipool host: misuse gets an error status and a message, never a corrupted
+// pool: foreign, interior and double frees on every path, bad arguments.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "host_test_util.hpp"
+
+namespace unipool::test {
+namespace {
+
+class HostMisuse : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(HostMisuse, DoubleFreeIsRefusedAndThePoolStaysValid) {
+  HostPool pool(kTestConf);
+  const size_t size = GetParam();
+  void* keep = pool.allocate(size);
+  void* p = pool.allocate(size);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(pool.free(p), Status::ok);
+  EXPECT_EQ(pool.free(p), Status::not_live);
+  EXPECT_EQ(HostPool::last_status(), Status::not_live);
+  EXPECT_NE(std::string(HostPool::last_error()).find("free"), std::string::npos);
+  EXPECT_GE(pool.stats().misuse_errors, 1u);
+  EXPECT_VALID(pool);
+  // The pool still works and hands the block out once, not twice.
+  void* a = pool.allocate(size);
+  void* b = pool.allocate(size);
+  EXPECT_NE(a, b);
+  pool.free(a);
+  pool.free(b);
+  pool.free(keep);
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+}
+
+TEST_P(HostMisuse, InteriorPointerIsRefused) {
+  HostPool pool(kTestConf);
+  const size_t size = GetParam();
+  auto* p = static_cast<char*>(pool.allocate(size));
+  ASSERT_NE(p, nullptr);
+  for (size_t off : {size_t{1}, size_t{8}, size_t{16}, size / 2}) {
+    if (off == 0 || off >= size) continue;
+    EXPECT_EQ(pool.free(p + off), Status::not_live) << off;
+    EXPECT_EQ(pool.usable_size(p + off), 0u);
+  }
+  EXPECT_VALID(pool);
+  EXPECT_EQ(pool.free(p), Status::ok);
+  EXPECT_VALID(pool);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, HostMisuse,
+                         ::testing::Values(size_t{16}, size_t{200}, size_t{4000}, size_t{30000}, size_t{100000},
+                                           size_t{9} << 20));
+
+TEST(HostMisuseForeign, PointersThePoolNeverGaveOutAreRefused) {
+  HostPool pool(kTestConf);
+  void* mine = pool.allocate(64);
+  void* big = pool.allocate(1 << 20);
+  int on_stack = 0;
+  void* from_malloc = std::malloc(64);
+  EXPECT_EQ(pool.free(&on_stack), Status::not_live);
+  EXPECT_EQ(pool.free(from_malloc), Status::not_live);
+  EXPECT_EQ(pool.free(reinterpret_cast<void*>(0x1000)), Status::not_live);
+  // Inside the pool but never handed out: past the last carved block of a
+  // page, and the header area of a large block.
+  EXPECT_EQ(pool.free(static_cast<char*>(mine) + 64 * 1000), Status::not_live);
+  EXPECT_EQ(pool.free(static_cast<char*>(big) - 64), Status::not_live);
+  EXPECT_EQ(pool.free(static_cast<char*>(big) + (1 << 20) + 4096), Status::not_live);
+  EXPECT_FALSE(pool.owns(&on_stack));
+  EXPECT_FALSE(pool.owns(from_malloc));
+  EXPECT_EQ(pool.stats().misuse_errors, 6u);
+  EXPECT_VALID(pool);
+  std::free(from_malloc);
+  EXPECT_EQ(pool.free(mine), Status::ok);
+  EXPECT_EQ(pool.free(big), Status::ok);
+  EXPECT_EQ(pool.free(nullptr), Status::ok);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostMisuseForeign, BlockOfAnotherPoolIsForeign) {
+  HostPool a(kTestConf), b(kTestConf);
+  for (size_t size : {size_t{32}, size_t{20000}, size_t{200000}, size_t{9} << 20}) {
+    void* p = a.allocate(size);
+    EXPECT_EQ(b.free(p), Status::not_live) << size;
+    EXPECT_EQ(a.free(p), Status::ok) << size;
+  }
+  EXPECT_VALID(a);
+  EXPECT_VALID(b);
+}
+
+TEST(HostMisuseArguments, ZeroSizeBadAlignmentAndTooLarge) {
+  HostPool pool(kTestConf);
+  EXPECT_EQ(pool.allocate(0), nullptr);
+  EXPECT_EQ(HostPool::last_status(), Status::zero_size);
+  EXPECT_EQ(pool.allocate(64, 48), nullptr);
+  EXPECT_EQ(HostPool::last_status(), Status::bad_alignment);
+  EXPECT_NE(std::string(HostPool::last_error()).find("48"), std::string::npos);
+  EXPECT_EQ(pool.allocate(~size_t{0} - 10), nullptr);
+  EXPECT_EQ(HostPool::last_status(), Status::too_large);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostMisuseArguments, ExhaustedPoolSaysSo) {
+  HostPool pool(conf("limit=16MiB"));
+  std::vector<void*> blocks;
+  void* p = nullptr;
+  while ((p = pool.allocate(1 << 20)) != nullptr) blocks.push_back(p);
+  EXPECT_EQ(HostPool::last_status(), Status::out_of_space);
+  EXPECT_NE(std::string(HostPool::last_error()).find("limit"), std::string::npos) << HostPool::last_error();
+  EXPECT_GE(blocks.size(), 10u);
+  EXPECT_LE(pool.stats().committed_bytes, uint64_t{16} << 20);
+  EXPECT_EQ(pool.allocate(9 << 20), nullptr);  // the huge path obeys the limit too
+  EXPECT_VALID(pool);
+  for (void* b : blocks) pool.free(b);
+  EXPECT_NE(pool.allocate(1 << 20), nullptr);  // and recovers once memory is back
+}
+
+}  // namespace
+}  // namespace unipool::test

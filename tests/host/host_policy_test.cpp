@@ -1,0 +1,140 @@
+// unipool host: thread-cache policies, decommit, flush, and the OS options
+// (THP, hugetlb fallback, NUMA binding).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "host_test_util.hpp"
+
+namespace unipool::test {
+namespace {
+
+// Cached bytes a thread keeps after freeing everything it allocated.
+uint64_t kept_after_free(const char* policy) {
+  HostPool pool(conf(std::string("thread_cache=") + policy));
+  std::vector<void*> v;
+  for (int i = 0; i < 20000; ++i) v.push_back(pool.allocate(1000));  // ~300 pages of one class
+  for (void* p : v) pool.free(p);
+  std::string why;
+  EXPECT_TRUE(pool.validate(&why)) << why;
+  const HostPoolStats st = pool.stats();
+  EXPECT_EQ(st.allocated_bytes, 0u);
+  return st.cached_bytes + st.arena_free_bytes;
+}
+
+TEST(HostPolicy, SizePolicyKeepsLessThanUnlimited) {
+  const uint64_t unlimited = kept_after_free("unlimited");
+  const uint64_t size = kept_after_free("size");
+  const uint64_t none = kept_after_free("none");
+  EXPECT_GT(unlimited, 0u);
+  EXPECT_LT(size, unlimited);
+  EXPECT_LT(none, unlimited);
+}
+
+TEST(HostPolicy, NoneServesEverythingFromTheSharedLists) {
+  HostPool pool(conf("thread_cache=none"));
+  std::vector<void*> v;
+  for (int i = 0; i < 1000; ++i) v.push_back(pool.allocate(static_cast<size_t>(1 + i * 29)));
+  HostPoolStats st = pool.stats();
+  EXPECT_GT(st.small_blocks + st.middle_blocks, 0u);
+  EXPECT_VALID(pool);
+  for (void* p : v) ASSERT_EQ(pool.free(p), Status::ok);
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostPolicy, FreedArenaChunksAreDecommittedPastRetain) {
+  HostPool pool(conf("retain=0"));
+  std::vector<void*> v;
+  for (int i = 0; i < 16; ++i) v.push_back(pool.allocate(2 << 20));
+  const uint64_t before = pool.stats().committed_bytes;
+  EXPECT_GE(before, uint64_t{32} << 20);
+  for (void* p : v) pool.free(p);
+  const uint64_t after = pool.stats().committed_bytes;
+  EXPECT_LT(after, before / 2);
+  EXPECT_VALID(pool);
+  // Decommitted chunks come back when needed.
+  void* p = pool.allocate(20 << 20);
+  ASSERT_NE(p, nullptr);
+  fill(p, 20 << 20, 1);
+  EXPECT_TRUE(intact(p, 20 << 20, 1));
+  EXPECT_VALID(pool);
+  pool.free(p);
+}
+
+TEST(HostPolicy, TrimReturnsCachedMemory) {
+  HostPool pool(kTestConf);  // performance: retains up to 256 MiB of free chunks
+  std::vector<void*> v;
+  for (int i = 0; i < 16; ++i) v.push_back(pool.allocate(2 << 20));
+  for (int i = 0; i < 5000; ++i) v.push_back(pool.allocate(100));
+  for (void* p : v) pool.free(p);
+  const uint64_t before = pool.stats().committed_bytes;
+  pool.trim();
+  const HostPoolStats st = pool.stats();
+  EXPECT_LT(st.committed_bytes, before);
+  EXPECT_EQ(st.cached_bytes, 0u);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostPolicy, FlushThreadCacheHandsPagesToTheSharedLists) {
+  HostPool pool(conf("thread_cache=unlimited"));
+  std::vector<void*> v;
+  for (int i = 0; i < 3000; ++i) v.push_back(pool.allocate(64));
+  for (size_t i = 0; i < v.size(); i += 2) pool.free(v[i]);
+  pool.flush_thread_cache();
+  EXPECT_VALID(pool);
+  for (size_t i = 1; i < v.size(); i += 2) ASSERT_EQ(pool.free(v[i]), Status::ok);
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+  void* p = pool.allocate(64);  // adopts a shared page again
+  EXPECT_NE(p, nullptr);
+  pool.free(p);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostPolicy, TransparentHugePagesAndFirstTouch) {
+  HostPool pool(conf("huge_pages=thp,first_touch=on"));
+  void* p = pool.allocate(3 << 20);
+  ASSERT_NE(p, nullptr);
+  fill(p, 3 << 20, 2);
+  EXPECT_TRUE(intact(p, 3 << 20, 2));
+  pool.free(p);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostPolicy, HugetlbFallsBackToNormalPagesAndCountsIt) {
+  HostPool pool(conf("huge_pages=hugetlb"));
+  void* p = pool.allocate(100);
+  void* q = pool.allocate(9 << 20);
+  ASSERT_NE(p, nullptr) << HostPool::last_error();
+  ASSERT_NE(q, nullptr) << HostPool::last_error();
+  fill(q, 9 << 20, 3);
+  // Either the system has hugetlbfs pages or every commit fell back.
+  const HostPoolStats st = pool.stats();
+  SCOPED_TRACE(st.hugetlb_fallbacks);
+  pool.free(p);
+  pool.free(q);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostPolicy, NumaBindingToNodeZeroAndAClearErrorForAMissingNode) {
+  {
+    HostPool pool(conf("numa_node=0"));
+    void* p = pool.allocate(1000);
+    if (p == nullptr) {
+      // Containers may forbid mbind: then the error names it.
+      EXPECT_NE(std::string(HostPool::last_error()).find("mbind"), std::string::npos) << HostPool::last_error();
+    } else {
+      pool.free(p);
+    }
+  }
+  HostPool pool(conf("numa_node=1000"));
+  EXPECT_EQ(pool.allocate(1000), nullptr);
+  EXPECT_NE(std::string(HostPool::last_error()).find("mbind"), std::string::npos) << HostPool::last_error();
+  EXPECT_VALID(pool);
+}
+
+}  // namespace
+}  // namespace unipool::test

@@ -1,0 +1,252 @@
+// unipool host: every size path hands out usable, distinct, aligned blocks of
+// the right size, and gives every byte back.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "host_test_util.hpp"
+#include "support/rng.hpp"
+#include "support/test_scale.hpp"
+
+namespace unipool::test {
+namespace {
+
+struct Case {
+  const char* name;
+  size_t size;
+};
+
+class HostSizePath : public ::testing::TestWithParam<Case> {};
+
+TEST_P(HostSizePath, AllocatesDistinctUsableBlocksAndReturnsEveryByte) {
+  HostPool pool(kTestConf);
+  const size_t size = GetParam().size;
+  const int n = size > (1 << 20) ? 6 : 200;
+  std::vector<void*> blocks;
+  for (int i = 0; i < n; ++i) {
+    void* p = pool.allocate(size);
+    ASSERT_NE(p, nullptr) << HostPool::last_error();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
+    EXPECT_GE(pool.usable_size(p), size);
+    EXPECT_TRUE(pool.owns(p));
+    fill(p, size, static_cast<uint8_t>(i));
+    blocks.push_back(p);
+  }
+  // Distinct and non-overlapping.
+  std::vector<void*> sorted = blocks;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    EXPECT_GE(static_cast<char*>(sorted[i]) - static_cast<char*>(sorted[i - 1]), static_cast<ptrdiff_t>(size));
+  }
+  for (int i = 0; i < n; ++i) EXPECT_TRUE(intact(blocks[i], size, static_cast<uint8_t>(i)));
+  HostPoolStats st = pool.stats();
+  EXPECT_GE(st.allocated_bytes, n * size);
+  EXPECT_GE(st.requested_bytes, n * size);
+  EXPECT_VALID(pool);
+  for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::ok);
+  st = pool.stats();
+  EXPECT_EQ(st.allocated_bytes, 0u);
+  EXPECT_EQ(st.requested_bytes, 0u);
+  EXPECT_EQ(st.small_blocks + st.middle_blocks + st.large_blocks + st.huge_blocks, 0u);
+  EXPECT_VALID(pool);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, HostSizePath,
+                         ::testing::Values(Case{"tiny", 1}, Case{"small16", 16}, Case{"small100", 100},
+                                           Case{"small1024", 1024}, Case{"middle1025", 1025},
+                                           Case{"middle8000", 8000}, Case{"middle32k", 32 << 10},
+                                           Case{"large32k1", (32 << 10) + 1}, Case{"large300k", 300000},
+                                           Case{"large3M", 3 << 20}, Case{"huge9M", 9 << 20}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(HostPool, SmallAndMiddleBlocksUseSizeClassesWithBoundedWaste) {
+  HostPool pool(kTestConf);
+  for (size_t size = 1; size <= (32 << 10); size += (size < 2048 ? 1 : 97)) {
+    void* p = pool.allocate(size);
+    ASSERT_NE(p, nullptr);
+    const size_t usable = pool.usable_size(p);
+    EXPECT_GE(usable, size);
+    // Four classes per power of two: at most 25% over (16 B minimum).
+    EXPECT_LE(usable, std::max<size_t>(16, size + size / 4 + 15)) << size;
+    ASSERT_EQ(pool.free(p), Status::ok);
+  }
+  EXPECT_VALID(pool);
+}
+
+TEST(HostPool, LargeBlocksAreExactSizeNotPowerOfTwo) {
+  HostPool pool(kTestConf);
+  const size_t size = (1 << 20) + 1;  // PyTorch's pinned allocator would reserve 2 MiB
+  void* p = pool.allocate(size);
+  ASSERT_NE(p, nullptr);
+  EXPECT_GE(pool.usable_size(p), size);
+  EXPECT_LT(pool.usable_size(p), size + 128);
+  const HostPoolStats st = pool.stats();
+  EXPECT_EQ(st.large_blocks, 1u);
+  EXPECT_EQ(st.requested_bytes, size);
+  EXPECT_LT(st.allocated_bytes, size + 256);
+  EXPECT_EQ(pool.free(p), Status::ok);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostPool, FreedLargeBlockIsReusedForTheSameSize) {
+  HostPool pool(kTestConf);
+  void* a = pool.allocate(100000);
+  void* b = pool.allocate(100000);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_EQ(pool.free(a), Status::ok);
+  void* c = pool.allocate(100000);
+  EXPECT_EQ(c, a);
+  pool.free(b);
+  pool.free(c);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostPool, HugeBlocksGoBackToTheOsThroughASmallCache) {
+  HostPool pool(conf("huge_cache=2"));
+  const size_t size = 9 << 20;
+  void* a = pool.allocate(size);
+  ASSERT_NE(a, nullptr);
+  fill(a, size, 3);
+  const uint64_t committed = pool.stats().committed_bytes;
+  ASSERT_EQ(pool.free(a), Status::ok);
+  HostPoolStats st = pool.stats();
+  EXPECT_EQ(st.committed_bytes, committed);  // cached
+  EXPECT_GE(st.cached_bytes, size);
+  void* b = pool.allocate(size);  // reuses the cached mapping: no new page faults
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(pool.stats().huge_cache_hits, 1u);
+  // Three freed mappings, a cache of two: the oldest is unmapped.
+  void* c = pool.allocate(size);
+  void* d = pool.allocate(size);
+  pool.free(b);
+  pool.free(c);
+  pool.free(d);
+  st = pool.stats();
+  EXPECT_EQ(st.cached_bytes - (st.cached_bytes % size), 2 * size);
+  pool.trim();
+  st = pool.stats();
+  EXPECT_LT(st.committed_bytes, size);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostPool, AnyPowerOfTwoAlignmentOnEveryPath) {
+  HostPool pool(kTestConf);
+  std::vector<void*> blocks;
+  for (size_t align = 1; align <= (1 << 22); align *= 2) {
+    for (size_t size : {size_t{1}, size_t{24}, size_t{700}, size_t{5000}, size_t{40000}, size_t{1 << 20},
+                        size_t{9 << 20}}) {
+      void* p = pool.allocate(size, align);
+      ASSERT_NE(p, nullptr) << size << " / " << align << ": " << HostPool::last_error();
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << size << " / " << align;
+      EXPECT_GE(pool.usable_size(p), size);
+      fill(p, size, 9);
+      blocks.push_back(p);
+    }
+  }
+  EXPECT_VALID(pool);
+  for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::ok);
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostPool, Alignment64UsesTheClassesNotLargeBlocks) {
+  HostPool pool(kTestConf);
+  void* p = pool.allocate(100, 64);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  EXPECT_EQ(pool.usable_size(p), 128u);
+  EXPECT_EQ(pool.stats().large_blocks, 0u);
+  pool.free(p);
+}
+
+TEST(HostPool, RandomMixKeepsContentsAndAccounting) {
+  HostPool pool(kTestConf);
+  Rng rng(42);
+  struct Live {
+    void* p;
+    size_t size;
+    uint8_t tag;
+  };
+  std::vector<Live> live;
+  const uint64_t ops = scaled(20000, 2000);
+  for (uint64_t i = 0; i < ops; ++i) {
+    if (live.empty() || rng.below(100) < 55) {
+      const uint64_t r = rng.below(100);
+      size_t size = r < 60 ? 1 + rng.below(1024) : r < 90 ? 1025 + rng.below(31 << 10) : r < 99 ? 40000 + rng.below(2 << 20)
+                                                                                              : (9 << 20);
+      const size_t align = rng.below(8) == 0 ? size_t{1} << rng.below(13) : 0;
+      void* p = align ? pool.allocate(size, align) : pool.allocate(size);
+      ASSERT_NE(p, nullptr);
+      const auto tag = static_cast<uint8_t>(i);
+      const size_t check = std::min<size_t>(size, 256);
+      fill(p, check, tag);
+      live.push_back({p, check, tag});
+    } else {
+      const size_t k = rng.below(live.size());
+      ASSERT_TRUE(intact(live[k].p, live[k].size, live[k].tag));
+      ASSERT_EQ(pool.free(live[k].p), Status::ok);
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  EXPECT_VALID(pool);
+  for (const Live& l : live) {
+    ASSERT_TRUE(intact(l.p, l.size, l.tag));
+    ASSERT_EQ(pool.free(l.p), Status::ok);
+  }
+  const HostPoolStats st = pool.stats();
+  EXPECT_EQ(st.allocated_bytes, 0u);
+  EXPECT_GT(st.peak_allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostPool, StatsAddUpAndPeaksReset) {
+  HostPool pool(kTestConf);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 100; ++i) blocks.push_back(pool.allocate(1000 + i * 500));
+  HostPoolStats st = pool.stats();
+  EXPECT_EQ(st.allocated_bytes + st.deferred_bytes + st.cached_bytes + st.overhead_bytes + st.arena_free_bytes,
+            st.committed_bytes);
+  EXPECT_GT(st.committed_bytes, 0u);
+  EXPECT_GE(st.reserved_bytes, st.committed_bytes);
+  for (void* p : blocks) pool.free(p);
+  // A page refill folds the freed bytes into the gauges.
+  pool.free(pool.allocate(48));
+  const uint64_t peak = pool.stats().peak_allocated_bytes;
+  EXPECT_GT(peak, 0u);
+  pool.reset_peaks();
+  st = pool.stats();
+  EXPECT_LT(st.peak_allocated_bytes, peak);
+  uint64_t refills = 0;
+  for (uint32_t c = 0; c < st.num_classes; ++c) refills += st.classes[c].refills;
+  EXPECT_GT(refills, 0u);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostPool, SeveralPoolsAreIndependent) {
+  HostPool a(kTestConf), b(kTestConf);
+  void* p = a.allocate(64);
+  void* q = b.allocate(64);
+  EXPECT_TRUE(a.owns(p));
+  EXPECT_FALSE(a.owns(q));
+  EXPECT_FALSE(b.owns(p));
+  EXPECT_EQ(b.free(p), Status::not_live);  // p is a's
+  EXPECT_EQ(a.free(p), Status::ok);
+  EXPECT_EQ(b.free(q), Status::ok);
+  EXPECT_VALID(a);
+  EXPECT_VALID(b);
+}
+
+TEST(HostPool, DefaultPoolIsUsable) {
+  HostPool& pool = HostPool::default_pool();
+  void* p = pool.allocate(1000);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(&pool, HostPool::default_pool_nothrow());
+  EXPECT_EQ(pool.free(p), Status::ok);
+}
+
+}  // namespace
+}  // namespace unipool::test

@@ -1,0 +1,39 @@
+// unipool host tests: shared helpers.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "unipool/host_pool.hpp"
+
+namespace unipool::test {
+
+// Small reservations keep sanitizer builds quick; the size paths are the same.
+inline constexpr const char* kTestConf = "reserve=1GiB,huge_threshold=8MiB";
+
+inline std::string conf(const std::string& extra) { return std::string(kTestConf) + "," + extra; }
+
+// Fills a block with a pattern derived from its address and `tag`, so that a
+// block handed out twice, or overwritten by the pool, is noticed.
+inline void fill(void* p, size_t n, uint8_t tag) {
+  auto* b = static_cast<uint8_t*>(p);
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(tag + i * 7);
+}
+inline bool intact(const void* p, size_t n, uint8_t tag) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  for (size_t i = 0; i < n; ++i) {
+    if (b[i] != static_cast<uint8_t>(tag + i * 7)) return false;
+  }
+  return true;
+}
+
+#define EXPECT_VALID(pool)                       \
+  do {                                           \
+    std::string why_;                            \
+    EXPECT_TRUE((pool).validate(&why_)) << why_; \
+  } while (0)
+
+}  // namespace unipool::test

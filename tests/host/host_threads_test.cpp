@@ -1,0 +1,217 @@
+// unipool host: many threads: producer/consumer with cross-thread frees,
+// threads that come and go, every policy. At the end every block is freed
+// and accounted, and validate() holds.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "host_test_util.hpp"
+#include "support/rng.hpp"
+#include "support/test_scale.hpp"
+
+namespace unipool::test {
+namespace {
+
+// A bounded queue of blocks handed from producers to consumers.
+class Channel {
+ public:
+  struct Item {
+    void* p;
+    size_t size;
+    uint8_t tag;
+  };
+  void push(Item item) {
+    std::unique_lock lock(mutex_);
+    not_full_.wait(lock, [&] { return items_.size() < 256; });
+    items_.push_back(item);
+    not_empty_.notify_one();
+  }
+  bool pop(Item* item) {
+    std::unique_lock lock(mutex_);
+    not_empty_.wait(lock, [&] { return !items_.empty() || closed_; });
+    if (items_.empty()) return false;
+    *item = items_.front();
+    items_.pop_front();
+    not_full_.notify_one();
+    return true;
+  }
+  void close() {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+    not_empty_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable not_empty_, not_full_;
+  std::deque<Item> items_;
+  bool closed_ = false;
+};
+
+size_t pick_size(Rng& rng) {
+  const uint64_t r = rng.below(100);
+  if (r < 50) return 1 + rng.below(1024);
+  if (r < 90) return 1025 + rng.below(31 << 10);
+  if (r < 99) return (32 << 10) + rng.below(300 << 10);
+  return (8 << 20) + 4096;
+}
+
+struct ProducerConsumerCase {
+  int threads;
+  const char* policy;
+};
+
+class HostProducerConsumer : public ::testing::TestWithParam<ProducerConsumerCase> {};
+
+TEST_P(HostProducerConsumer, CrossThreadFreesLoseNoByte) {
+  const int threads = GetParam().threads;
+  HostPool pool(conf(std::string("thread_cache=") + GetParam().policy));
+  const int producers = threads / 2, consumers = threads - producers;
+  const uint64_t per_producer = scaled(4000, 200) / static_cast<uint64_t>(producers);
+  Channel channel;
+  std::atomic<uint64_t> corrupt{0}, failed{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < producers; ++t) {
+    workers.emplace_back([&, t] {
+      Rng rng(1000 + static_cast<uint64_t>(t));
+      std::vector<void*> local;  // some blocks are freed by their producer
+      for (uint64_t i = 0; i < per_producer; ++i) {
+        const size_t size = pick_size(rng);
+        void* p = pool.allocate(size);
+        if (p == nullptr) {
+          failed.fetch_add(1);
+          continue;
+        }
+        const auto tag = static_cast<uint8_t>(i + static_cast<uint64_t>(t));
+        const size_t n = std::min<size_t>(size, 64);
+        fill(p, n, tag);
+        if (rng.below(4) == 0) {
+          local.push_back(p);
+          if (local.size() > 32) {
+            pool.free(local.front());
+            local.erase(local.begin());
+          }
+        } else {
+          channel.push({p, n, tag});
+        }
+      }
+      for (void* p : local) pool.free(p);
+    });
+  }
+  for (int t = 0; t < consumers; ++t) {
+    workers.emplace_back([&] {
+      Channel::Item item{};
+      while (channel.pop(&item)) {
+        if (!intact(item.p, item.size, item.tag)) corrupt.fetch_add(1);
+        if (pool.free(item.p) != Status::ok) corrupt.fetch_add(1);
+        // Consumers allocate too, so their heaps see remote frees back.
+        void* q = pool.allocate(item.size + 1);
+        if (q) pool.free(q);
+      }
+    });
+  }
+  for (int t = 0; t < producers; ++t) workers[static_cast<size_t>(t)].join();
+  channel.close();
+  for (size_t t = static_cast<size_t>(producers); t < workers.size(); ++t) workers[t].join();
+  EXPECT_EQ(corrupt.load(), 0u);
+  EXPECT_EQ(failed.load(), 0u);
+  const HostPoolStats st = pool.stats();
+  EXPECT_EQ(st.allocated_bytes, 0u);
+  EXPECT_EQ(st.small_blocks + st.middle_blocks + st.large_blocks + st.huge_blocks, 0u);
+  EXPECT_EQ(st.allocated_bytes + st.deferred_bytes + st.cached_bytes + st.overhead_bytes + st.arena_free_bytes,
+            st.committed_bytes);
+  EXPECT_VALID(pool);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, HostProducerConsumer,
+                         ::testing::Values(ProducerConsumerCase{2, "performance"}, ProducerConsumerCase{4, "performance"},
+                                           ProducerConsumerCase{8, "unlimited"}, ProducerConsumerCase{16, "size"},
+                                           ProducerConsumerCase{32, "performance"}, ProducerConsumerCase{4, "none"},
+                                           ProducerConsumerCase{32, "none"}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.threads) + "_" + info.param.policy;
+                         });
+
+TEST(HostThreads, ThreadChurnGivesCachedMemoryBack) {
+  HostPool pool(conf("thread_cache=unlimited"));
+  std::vector<void*> survivors;  // allocated by exited threads, freed later
+  std::mutex m;
+  const int rounds = static_cast<int>(scaled(40, 6));
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t) {
+      ts.emplace_back([&, t] {
+        Rng rng(static_cast<uint64_t>(round * 16 + t));
+        std::vector<void*> mine;
+        for (int i = 0; i < 300; ++i) mine.push_back(pool.allocate(1 + rng.below(20000)));
+        for (size_t i = 0; i < mine.size(); ++i) {
+          if (i % 10 == 0) {
+            std::lock_guard lock(m);
+            survivors.push_back(mine[i]);
+          } else {
+            pool.free(mine[i]);
+          }
+        }
+      });
+    }
+    for (auto& t : ts) t.join();
+  }
+  // The exited threads' heaps went back: with unlimited caches they would
+  // otherwise hold every page they ever touched.
+  HostPoolStats st = pool.stats();
+  EXPECT_GT(st.allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+  for (void* p : survivors) ASSERT_EQ(pool.free(p), Status::ok);
+  st = pool.stats();
+  EXPECT_EQ(st.allocated_bytes, 0u);
+  // Everything the threads cached is back in segments or arenas: only the
+  // current thread's (empty) heap may keep pages.
+  EXPECT_VALID(pool);
+  pool.trim();
+  st = pool.stats();
+  EXPECT_EQ(st.allocated_bytes, 0u);
+  EXPECT_EQ(st.cached_bytes, 0u) << "pages still held after every thread exited";
+  EXPECT_VALID(pool);
+}
+
+TEST(HostThreads, ExitedThreadsPagesAreReusedNotLeaked) {
+  HostPool pool(conf("thread_cache=performance"));
+  uint64_t committed_after_first = 0;
+  for (int round = 0; round < static_cast<int>(scaled(20, 5)); ++round) {
+    std::thread([&] {
+      std::vector<void*> v;
+      for (int i = 0; i < 2000; ++i) v.push_back(pool.allocate(100));
+      for (void* p : v) pool.free(p);
+    }).join();
+    if (round == 0) committed_after_first = pool.stats().committed_bytes;
+  }
+  EXPECT_EQ(pool.stats().committed_bytes, committed_after_first);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostThreads, FreeOnAnotherThreadAfterOwnerExited) {
+  HostPool pool(kTestConf);
+  std::vector<void*> blocks;
+  std::thread([&] {
+    for (int i = 0; i < 1000; ++i) blocks.push_back(pool.allocate(static_cast<size_t>(16 + i % 3000)));
+  }).join();
+  EXPECT_VALID(pool);
+  for (void* p : blocks) ASSERT_EQ(pool.free(p), Status::ok);
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+  // The shared pages are adopted by a new thread's heap.
+  std::thread([&] {
+    void* p = pool.allocate(16);
+    EXPECT_NE(p, nullptr);
+    pool.free(p);
+  }).join();
+  EXPECT_VALID(pool);
+}
+
+}  // namespace
+}  // namespace unipool::test
