@@ -86,9 +86,13 @@ Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, con
       why->add("the range allocator refused: ").add(to_string(r.status));
       return r.status;
     }
-    const uint64_t need = size + (alignment > kBlockAlignment ? alignment : 0);
-    const uint64_t trailing = ranges_->trailing_free();
-    uint64_t bytes = round_up(need > trailing ? need - trailing : chunk_, chunk_);
+    // Grow just enough for the request to fit at the end: from the start of
+    // the trailing free range (or the end), aligned, plus the size.
+    const uint64_t align = alignment > kBlockAlignment ? alignment : kBlockAlignment;
+    const uint64_t start = round_up(committed_end_ - ranges_->trailing_free(), align);
+    const uint64_t end = round_up(start + size, kBlockAlignment);
+    uint64_t bytes = end > committed_end_ ? round_up(end - committed_end_, chunk_) : chunk_;
+    if (attempt > 0) bytes += chunk_;  // a previous estimate fell short
     if (bytes > headroom) {
       why->add("the pool's limit on committed bytes is reached");
       return Status::out_of_space;
