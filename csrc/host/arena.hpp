@@ -75,6 +75,7 @@ class Arena {
   }
 
   char* base() const noexcept { return base_; }
+  const std::atomic<uint8_t>* slots() const noexcept { return slots_; }
   uint64_t reserved() const noexcept { return reserved_; }
   uint64_t committed_end() const noexcept { return committed_end_; }
   uint64_t committed_bytes() const noexcept { return committed_bytes_; }

@@ -184,25 +184,32 @@ class Engine {
   void count_small(int64_t live[kNumClasses], uint64_t refills[kNumClasses], int64_t* unflushed) const noexcept;
   bool validate_pages(const int64_t live[kNumClasses], Message* why) const;
   bool is_deferred(const void* p) const noexcept;
+  void refresh_fast_span() noexcept;  // deferred_lock_ held
   uint64_t footprint(const void* p) const noexcept;  // 0 if not live
 
   // ---- misuse ----
   Status misuse(const char* what, const void* p) const noexcept;
 
-  HostPoolConfig config_;
+  // ---- read by the fast paths: one cache line ----
+  alignas(64) uint64_t middle_max_ = 0;
+  uint64_t generation_ = ~uint64_t{0};  // heaps are used iff slot_ != 0
+  uint32_t slot_ = 0;                   // heap slot: 0 when thread caches are off
   uint64_t secret_ = 0;
-  uint64_t middle_max_ = 0;
+  // Arena 0's bounds and slot map. fast_span_ is its size while no deferred
+  // free is pending and 0 otherwise, so one compare sends every free to the
+  // slow path (which checks the deferred table) while deferrals exist.
+  std::atomic<uintptr_t> arena0_base_{0};
+  std::atomic<uint64_t> fast_span_{0};
+  std::atomic<const std::atomic<uint8_t>*> arena0_slots_{nullptr};
+
+  alignas(64) HostPoolConfig config_;
+  uint64_t arena0_reserved_ = 0;  // under deferred_lock_
   uint64_t huge_threshold_ = 0;
   uint64_t heap_cache_limit_ = 0;   // empty-page bytes a heap keeps
   uint64_t segment_cache_limit_ = 0;  // free segments the pool keeps
   uint64_t retain_ = 0;
-  uint32_t slot_ = 0;           // heap slot: 0 when thread caches are off
   uint32_t registry_slot_ = 0;
-  uint64_t generation_ = ~uint64_t{0};  // heaps are used iff slot_ != 0
 
-  // Arenas: arena 0's bounds are checked inline by the free path.
-  std::atomic<uintptr_t> arena0_base_{0};
-  std::atomic<uint64_t> arena0_size_{0};
   Arena arenas_[kMaxArenas];
   std::atomic<uint32_t> arena_count_{0};
   ArenaSettings arena_settings_;
@@ -240,7 +247,7 @@ class Engine {
   uint32_t huge_cache_count_ = 0;
   uint64_t huge_cache_bytes_ = 0;
 
-  // Deferred frees. The fast free path checks deferred_count_ only.
+  // Deferred frees (see fast_span_).
   mutable Mutex deferred_lock_;
   DeferredTable deferred_;
   std::atomic<uint64_t> deferred_count_{0};

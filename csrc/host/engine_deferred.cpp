@@ -7,6 +7,11 @@
 
 namespace unipool::host {
 
+void Engine::refresh_fast_span() noexcept {
+  fast_span_.store(deferred_count_.load(std::memory_order_relaxed) == 0 ? arena0_reserved_ : 0,
+                   std::memory_order_seq_cst);
+}
+
 bool Engine::is_deferred(const void* p) const noexcept {
   LockGuard lock(deferred_lock_);
   return deferred_.find(reinterpret_cast<uintptr_t>(p)) != nullptr;
@@ -39,6 +44,7 @@ Status Engine::free_after(void* p, FenceSource& source, FenceId fence) noexcept 
       return fail(Status::out_of_space, "unipool host pool: no memory for the deferred-free table");
     }
     deferred_count_.fetch_add(1, std::memory_order_relaxed);
+    refresh_fast_span();
   }
   deferred_bytes_.add(static_cast<int64_t>(bytes));
   return Status::ok;
@@ -64,6 +70,7 @@ size_t Engine::collect_deferred() noexcept {
         return done;
       });
       deferred_count_.fetch_sub(n, std::memory_order_relaxed);
+      refresh_fast_span();
     }
     for (uint32_t i = 0; i < n; ++i) {
       try {

@@ -52,10 +52,10 @@ inline void* Engine::allocate_aligned(size_t size, size_t alignment) noexcept {
 
 inline Status Engine::free(void* p) noexcept {
   const auto a = reinterpret_cast<uintptr_t>(p);
-  if (UNIPOOL_LIKELY(a - arena0_base_.load(std::memory_order_relaxed) <
-                     arena0_size_.load(std::memory_order_relaxed)) &&
-      UNIPOOL_LIKELY(deferred_count_.load(std::memory_order_relaxed) == 0) &&
-      UNIPOOL_LIKELY(arenas_[0].slot_kind(a) == kSlotSegment)) {
+  const uintptr_t off0 = a - arena0_base_.load(std::memory_order_relaxed);
+  if (UNIPOOL_LIKELY(off0 < fast_span_.load(std::memory_order_relaxed)) &&
+      UNIPOOL_LIKELY(arena0_slots_.load(std::memory_order_relaxed)[off0 >> kSegmentShift].load(
+                         std::memory_order_relaxed) == kSlotSegment)) {
     Page* page = Segment::of(p)->page_of(p);
     const uint64_t off = page->page_offset_of(p);
     const uint64_t idx = (off * page->reciprocal) >> 32;
@@ -69,8 +69,9 @@ inline Status Engine::free(void* p) noexcept {
       const uint32_t used = page->used.load(std::memory_order_relaxed) - 1;
       page->used.store(used, std::memory_order_relaxed);
       Heap* heap = page->heap.load(std::memory_order_relaxed);
-      bump(heap->hot[page->cls].frees);
-      if (UNIPOOL_UNLIKELY(used == 0 || page->in_full)) heap_free_slow(heap, page);
+      HeapClassHot& hot = heap->hot[page->cls];
+      bump(hot.frees);
+      if (UNIPOOL_UNLIKELY((used == 0 && page != hot.page) || page->in_full)) heap_free_slow(heap, page);
       return Status::ok;
     }
   }

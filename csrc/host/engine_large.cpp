@@ -80,8 +80,11 @@ Status Engine::arena_allocate(uint64_t size, uint64_t alignment, RangeAllocation
       return Status::out_of_space;
     }
     if (count == 0) {
-      arena0_size_.store(arenas_[0].reserved(), std::memory_order_relaxed);
+      arena0_slots_.store(arenas_[0].slots(), std::memory_order_relaxed);
       arena0_base_.store(reinterpret_cast<uintptr_t>(arenas_[0].base()), std::memory_order_release);
+      LockGuard deferred(deferred_lock_);
+      arena0_reserved_ = arenas_[0].reserved();
+      refresh_fast_span();
     }
     arena_count_.store(count + 1, std::memory_order_release);
   }

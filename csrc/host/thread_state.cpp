@@ -11,8 +11,8 @@
 namespace unipool::host {
 
 ThreadState g_empty_thread{};
-thread_local ThreadState* t_thread __attribute__((tls_model("initial-exec"))) = &g_empty_thread;
-thread_local int t_internal __attribute__((tls_model("initial-exec"))) = 0;
+constinit thread_local ThreadState* t_thread __attribute__((tls_model("initial-exec"))) = &g_empty_thread;
+constinit thread_local int t_internal __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
 

@@ -33,11 +33,11 @@ struct ThreadState {
 };
 
 extern ThreadState g_empty_thread;
-extern thread_local ThreadState* t_thread __attribute__((tls_model("initial-exec")));
+extern constinit thread_local ThreadState* t_thread __attribute__((tls_model("initial-exec")));
 // Non-zero while the engine itself calls code that may allocate (the range
 // allocator's node vectors, the CUDA pinner): those requests are served from
 // their own mappings so they never wait on a lock the engine holds.
-extern thread_local int t_internal __attribute__((tls_model("initial-exec")));
+extern constinit thread_local int t_internal __attribute__((tls_model("initial-exec")));
 
 struct InternalScope {
   InternalScope() noexcept { ++t_internal; }
