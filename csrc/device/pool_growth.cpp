@@ -1,0 +1,216 @@
+// unipool device pool: growing when the cache has no fitting block. A plain
+// pool asks the backend for a new segment; an expandable pool maps granules
+// at the end of the stream's reserved range. Backend calls run outside the
+// pool lock: `inflight` counts the bytes on their way against the limit, and
+// an expandable arena's `transition` flag keeps its end to one thread.
+#include <algorithm>
+#include <string>
+
+#include "device/pool_impl.hpp"
+
+namespace unipool {
+
+using device::GrowthFailure;
+
+namespace {
+
+GrowthFailure over_limit() {
+  GrowthFailure f;
+  f.over_limit = true;
+  return f;
+}
+
+}  // namespace
+
+uint64_t DevicePool::Impl::effective_limit() const {
+  uint64_t limit = memory_limit;
+  if (memory_fraction > 0) {
+    const auto by_fraction = static_cast<uint64_t>(memory_fraction * static_cast<double>(device_total));
+    limit = limit == 0 ? by_fraction : std::min(limit, by_fraction);
+  }
+  return limit;
+}
+
+bool DevicePool::Impl::within_limit(uint64_t more) const {
+  const uint64_t limit = effective_limit();
+  if (limit == 0) return true;
+  const auto reserved = static_cast<uint64_t>(stats.reserved_bytes[0].current);
+  return reserved + inflight + more <= limit;
+}
+
+void* DevicePool::Impl::grow(const Request& r, GrowthFailure* why) {
+  const double gc = config.garbage_collection_threshold;
+  if (gc > 0) {
+    bool collect = false;
+    {
+      std::lock_guard lock(mutex);
+      const uint64_t limit = effective_limit();
+      const auto reserved = static_cast<double>(stats.reserved_bytes[0].current);
+      collect = limit > 0 && reserved > gc * static_cast<double>(limit);
+    }
+    if (collect) release_cached(device::Sync::none);
+  }
+  return use_expandable ? grow_expandable(r, why) : grow_segment(r, why);
+}
+
+uint32_t DevicePool::Impl::add_arena(std::unique_ptr<Arena> arena) {
+  uint32_t id;
+  if (!spare_arena_ids.empty()) {
+    id = spare_arena_ids.back();
+    spare_arena_ids.pop_back();
+  } else {
+    id = static_cast<uint32_t>(arenas.size());
+    arenas.emplace_back();
+  }
+  arena->id = id;
+  arenas[id] = std::move(arena);
+  return id;
+}
+
+void* DevicePool::Impl::grow_segment(const Request& r, GrowthFailure* why) {
+  const uint64_t bytes = r.oversize ? device::round_up(r.size, device::kRoundLarge) : device::segment_size(r.size);
+  {
+    std::lock_guard lock(mutex);
+    if (!within_limit(bytes)) {
+      *why = over_limit();
+      return nullptr;
+    }
+    inflight += bytes;
+  }
+  void* base = nullptr;
+  const BackendStatus status = backend->allocate(device, bytes, &base);
+  if (status.is_ok()) fire_map(base, bytes, false);
+
+  std::lock_guard lock(mutex);
+  inflight -= bytes;
+  if (!status.is_ok()) {
+    why->over_limit = false;
+    why->status = status;
+    return nullptr;
+  }
+  StreamState& s = stream_state(r.stream);
+  RangeAllocatorOptions options;
+  options.alignment = device::kBlockAlign;
+  options.initial_nodes = 16;
+  auto arena = std::make_unique<Arena>(0, r.kind, false, &s, static_cast<char*>(base), bytes, options);
+  arena->whole_only = r.oversize;
+  Arena& a = *arena;
+  const uint32_t id = add_arena(std::move(arena));
+  s.arenas[static_cast<size_t>(r.kind)].push_back(id);
+  s.hint[static_cast<size_t>(r.kind)] = id;
+  device::stat_change(stats.segment, r.kind, 1);
+  device::stat_change(stats.reserved_bytes, r.kind, static_cast<int64_t>(bytes));
+  ++stats.num_device_alloc;
+  return carve_in(a, r);  // fits: the segment was sized for r
+}
+
+// The stream's expandable arena of r's kind, reserving it on first use.
+DevicePool::Impl::Arena* DevicePool::Impl::expandable_arena(const Request& r, GrowthFailure* why) {
+  const auto k = static_cast<size_t>(r.kind);
+  std::lock_guard reserving(reserve_mutex);
+  {
+    std::lock_guard lock(mutex);
+    const uint32_t id = stream_state(r.stream).expandable[k];
+    if (id != StreamState::kNoArena) return arenas[id].get();
+  }
+  void* base = nullptr;
+  const BackendStatus status = backend->reserve(device, reserve_bytes, &base);
+  if (!status.is_ok()) {
+    why->over_limit = false;
+    why->status = status;
+    return nullptr;
+  }
+  std::lock_guard lock(mutex);
+  StreamState& s = stream_state(r.stream);
+  RangeAllocatorOptions options;
+  options.alignment = device::kBlockAlign;
+  auto arena = std::make_unique<Arena>(0, r.kind, true, &s, static_cast<char*>(base), reserve_bytes, options);
+  arena->granule = granule;
+  Arena* a = arena.get();
+  s.expandable[k] = add_arena(std::move(arena));
+  return a;
+}
+
+// Carves r at the lowest fitting offset of the stream's arena, then maps the
+// granules between the current end and the block's end. Free space at the end
+// joins the new granules, so growth never strands a sliver.
+void* DevicePool::Impl::grow_expandable(const Request& r, GrowthFailure* why) {
+  Arena* a = expandable_arena(r, why);
+  if (a == nullptr) return nullptr;
+  std::unique_lock lock(mutex);
+  const RangeAllocation range = a->ranges.allocate(r.size);
+  if (!range) {  // the reservation (the device's size) is full
+    *why = over_limit();
+    return nullptr;
+  }
+  const uint64_t end = range.offset + r.size;
+  ++a->unpublished;
+  for (;;) {
+    if (end <= a->mapped) break;
+    if (a->transition) {  // another thread maps or unmaps the end: wait for it
+      transition_done.wait(lock);
+      continue;
+    }
+    const uint64_t from = a->mapped;
+    const uint64_t bytes = device::round_up(end, a->granule) - from;
+    if (!within_limit(bytes)) {
+      *why = over_limit();
+      --a->unpublished;
+      a->ranges.free(range);
+      return nullptr;
+    }
+    a->transition = true;
+    inflight += bytes;
+    lock.unlock();
+    const BackendStatus status = backend->map(device, a->base, from, bytes);
+    if (status.is_ok()) fire_map(a->base + from, bytes, true);
+    lock.lock();
+    inflight -= bytes;
+    a->transition = false;
+    transition_done.notify_all();
+    if (!status.is_ok()) {
+      why->over_limit = false;
+      why->status = status;
+      --a->unpublished;
+      a->ranges.free(range);
+      return nullptr;
+    }
+    if (from == 0) device::stat_change(stats.segment, a->kind, 1);
+    a->mapped = from + bytes;
+    device::stat_change(stats.reserved_bytes, a->kind, static_cast<int64_t>(bytes));
+    ++stats.num_device_alloc;
+  }
+  --a->unpublished;
+  return publish(*a, range, r.size, r);
+}
+
+void DevicePool::Impl::fire_map(void* address, uint64_t bytes, bool expandable) const {
+  std::shared_ptr<const DeviceSegmentHooks> h;
+  {
+    std::lock_guard lock(mutex);
+    h = hooks;
+  }
+  if (h && h->on_map) {
+    try {
+      h->on_map(DeviceSegmentEvent{device, address, bytes, expandable});
+    } catch (...) {
+      // A hook must not break the pool's books; see DeviceSegmentHooks.
+    }
+  }
+}
+
+void DevicePool::Impl::fire_unmap(void* address, uint64_t bytes, bool expandable) const {
+  std::shared_ptr<const DeviceSegmentHooks> h;
+  {
+    std::lock_guard lock(mutex);
+    h = hooks;
+  }
+  if (h && h->before_unmap) {
+    try {
+      h->before_unmap(DeviceSegmentEvent{device, address, bytes, expandable});
+    } catch (...) {
+    }
+  }
+}
+
+}  // namespace unipool

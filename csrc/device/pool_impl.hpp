@@ -1,0 +1,162 @@
+// unipool device pool: the state behind DevicePool and the operations on it,
+// split over pool_*.cpp by concept (cached allocation, free, growth, release,
+// OOM report, snapshot, validation).
+//
+// Lock scope: `mutex` guards everything below it. It is held for bookkeeping
+// only: range allocator calls, the block table, stats, fence polls. Backend
+// calls that allocate, map, unmap or free memory, fence waits and user hooks
+// run with it released; `inflight` and Arena::transition keep the books
+// straight meanwhile.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "device/arena.hpp"
+#include "device/block_table.hpp"
+#include "device/pending_frees.hpp"
+#include "device/size_policy.hpp"
+#include "unipool/device_pool.hpp"
+
+namespace unipool {
+
+namespace device {
+
+struct Request {
+  uint64_t bytes;      // as asked
+  uint64_t size;       // 512-rounded
+  Kind kind;
+  bool oversize;       // >= max_split_size: a whole segment, never split
+  StreamHandle stream;
+};
+
+// What a growth attempt that failed says, for the OOM report.
+struct GrowthFailure {
+  bool over_limit = false;
+  BackendStatus status;
+};
+
+// Memory taken out of the pool under the lock and given back to the backend
+// after it is released.
+struct Release {
+  std::unique_ptr<Arena> segment;  // a whole plain segment, or
+  Arena* expandable = nullptr;     // the tail [from, from + bytes) of this one
+  uint64_t from = 0;
+  uint64_t bytes = 0;
+};
+
+// How long a release may wait for streams (pool_release.cpp).
+enum class Sync : uint8_t { none, owners, all };
+
+inline size_t stat_index(Kind k) noexcept { return k == Kind::small ? 1 : 2; }
+
+inline void stat_change(DeviceStatArray& a, Kind k, int64_t delta) noexcept {
+  if (delta > 0) {
+    a[0].increase(delta);
+    a[stat_index(k)].increase(delta);
+  } else if (delta < 0) {
+    a[0].decrease(-delta);
+    a[stat_index(k)].decrease(-delta);
+  }
+}
+
+}  // namespace device
+
+struct DevicePool::Impl {
+  using Arena = device::Arena;
+  using StreamState = device::StreamState;
+  using Request = device::Request;
+  using Kind = device::Kind;
+
+  Impl(std::shared_ptr<DeviceBackend> backend, int device, const DevicePoolConfig& config);
+  ~Impl();
+
+  // ---- pool_allocate.cpp
+  void* allocate(uint64_t bytes, StreamHandle stream);
+  void* from_cache(const Request& r);  // lock held
+  void* carve_own(StreamState& s, const Request& r);
+  void* steal(StreamState& s, const Request& r);
+  void* carve_in(Arena& a, const Request& r);
+  void* publish(Arena& a, const RangeAllocation& range, uint64_t extent, const Request& r);
+  StreamState& stream_state(StreamHandle stream);
+
+  // ---- pool_free.cpp
+  Status deallocate(void* ptr, std::string* why);
+  Status record_stream(void* ptr, StreamHandle stream, std::string* why);
+  void poll_pending();
+  void finish_free(uint32_t block_id);
+  bool settled(const Arena& a);
+  void request_marker(StreamState& s);
+  FenceId fresh_marker(StreamState& s);
+  void release_fence(FenceId fence);
+  std::string explain_bad_pointer(uint64_t address) const;
+
+  // ---- pool_growth.cpp
+  void* grow(const Request& r, device::GrowthFailure* why);
+  void* grow_segment(const Request& r, device::GrowthFailure* why);
+  void* grow_expandable(const Request& r, device::GrowthFailure* why);
+  Arena* expandable_arena(const Request& r, device::GrowthFailure* why);
+  bool within_limit(uint64_t more) const;  // lock held
+  uint32_t add_arena(std::unique_ptr<Arena> arena);
+
+  // ---- pool_release.cpp
+  // Gives fully free plain segments and free expandable tails back, waiting
+  // for streams as `sync` allows (see pool_release.cpp).
+  void release_cached(device::Sync sync);
+  bool wait_for(const std::vector<FenceId>& fences, std::unique_lock<std::mutex>& lock);
+  std::vector<device::Release> take_releasable();  // lock held
+  void give_back(std::vector<device::Release>& items);  // lock not held
+  void release_all();  // destruction
+
+  // ---- oom_report.cpp
+  [[noreturn]] void out_of_memory(const Request& r, const device::GrowthFailure& why);
+  uint64_t largest_free_block() const;  // lock held
+
+  // ---- pool_snapshot.cpp / pool_validate.cpp
+  DeviceSnapshot snapshot() const;
+  bool validate(std::string* why) const;
+
+  // hooks, outside the lock
+  void fire_map(void* address, uint64_t bytes, bool expandable) const;
+  void fire_unmap(void* address, uint64_t bytes, bool expandable) const;
+  uint64_t effective_limit() const;  // lock held
+
+  // ---- immutable after construction
+  std::shared_ptr<DeviceBackend> backend;
+  const int device;
+  const DevicePoolConfig config;
+  bool use_expandable = false;
+  uint64_t granule = 0;
+  uint64_t device_total = 0;
+  uint64_t reserve_bytes = 0;  // of each expandable arena
+
+  // ---- guarded by mutex
+  mutable std::mutex mutex;
+  std::condition_variable transition_done;
+  std::vector<std::unique_ptr<Arena>> arenas;  // by id; null for a released id
+  std::vector<uint32_t> spare_arena_ids;
+  std::unordered_map<StreamHandle, StreamState> streams;
+  StreamState* last_stream = nullptr;
+  device::BlockSlab blocks;
+  device::AddressMap live;  // allocated blocks by address
+  device::PendingFrees pending;
+  DeviceStats stats;
+  uint64_t free_seq = 0;
+  uint64_t inflight = 0;  // bytes being allocated / mapped outside the lock
+  double memory_fraction = 0.0;
+  uint64_t memory_limit = 0;
+  uint32_t waiters = 0;                  // threads waiting on fences, lock released
+  std::vector<FenceId> deferred_fences;  // released once waiters is 0
+  std::shared_ptr<const DeviceSegmentHooks> hooks;
+  std::shared_ptr<const DeviceOomObserver> oom_observer;
+
+  // Serializes the creation of expandable arenas (a reserve call each), so
+  // two threads never reserve for the same stream and kind.
+  std::mutex reserve_mutex;
+};
+
+}  // namespace unipool
