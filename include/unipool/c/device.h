@@ -1,0 +1,76 @@
+/* unipool C ABI: the device pool.
+ *
+ * Every call takes a pools handle; NULL means the process-wide default pool,
+ * created on first use from the UNIPOOL_DEVICE_CONF environment variable
+ * (docs/device_pool.md). A stream is a cudaStream_t's value (NULL: the default
+ * stream). Failures return NULL or a status; unipool_last_error() then holds
+ * the message (the OOM report, the config key that was wrong, ...).
+ *
+ * The torch CUDAPluggableAllocator entry points are thin wrappers:
+ *   void* unipool_alloc(size_t n, int dev, cudaStream_t s)
+ *     { return unipool_device_alloc(NULL, n, dev, s, NULL); }
+ *   void unipool_free(void* p, size_t n, int dev, cudaStream_t s)
+ *     { unipool_device_free_on(NULL, p, dev); }
+ */
+#ifndef UNIPOOL_C_DEVICE_H
+#define UNIPOOL_C_DEVICE_H
+
+#include "unipool/c/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct unipool_device_pools unipool_device_pools_t;
+
+/* A pool set of its own, from a config string ("backend=sim,..."; NULL or ""
+ * for the defaults). */
+unipool_status_t unipool_device_pools_create(const char* config, unipool_device_pools_t** out);
+void unipool_device_pools_destroy(unipool_device_pools_t* pools);
+/* The default pools (created on first use from UNIPOOL_DEVICE_CONF); NULL if
+ * that config is bad, with the reason in unipool_last_error(). */
+unipool_device_pools_t* unipool_device_default(void);
+int unipool_device_count(unipool_device_pools_t* pools);
+
+/* size bytes on `device`, stream-ordered on `stream`. NULL on failure;
+ * *status (if given) says why: UNIPOOL_ZERO_SIZE, UNIPOOL_TOO_LARGE,
+ * UNIPOOL_OUT_OF_SPACE (out of memory), UNIPOOL_BAD_ARGUMENT. */
+void* unipool_device_alloc(unipool_device_pools_t* pools, size_t size, int device, void* stream,
+                           unipool_status_t* status);
+/* UNIPOOL_NOT_LIVE for a double free, a foreign or interior pointer. */
+unipool_status_t unipool_device_free(unipool_device_pools_t* pools, void* ptr);
+/* The same, looking on `device` first. */
+unipool_status_t unipool_device_free_on(unipool_device_pools_t* pools, void* ptr, int device);
+unipool_status_t unipool_device_record_stream(unipool_device_pools_t* pools, void* ptr, void* stream);
+/* device -1: every device. */
+unipool_status_t unipool_device_empty_cache(unipool_device_pools_t* pools, int device);
+
+/* A statistic by PyTorch's memory_stats() key, e.g.
+ * "allocated_bytes.all.current", "num_ooms". UNIPOOL_BAD_ARGUMENT for an
+ * unknown key or device. */
+unipool_status_t unipool_device_stat(unipool_device_pools_t* pools, int device, const char* key,
+                                     int64_t* value);
+/* The i-th key (0-based) in memory_stats() order, NULL past the last. */
+const char* unipool_device_stat_key(size_t index);
+unipool_status_t unipool_device_reset_peak_stats(unipool_device_pools_t* pools, int device);
+unipool_status_t unipool_device_reset_accumulated_stats(unipool_device_pools_t* pools, int device);
+
+/* The snapshot as JSON (torch.cuda.memory._snapshot() shape), device -1 for
+ * all. Writes at most `capacity` bytes including the terminating NUL and
+ * returns the length the full text needs (without the NUL), like snprintf:
+ * call with capacity 0 to size the buffer. Returns 0 on error. */
+size_t unipool_device_snapshot_json(unipool_device_pools_t* pools, int device, char* buffer, size_t capacity);
+
+/* Limits on reserved bytes, per device (-1: every device); 0 removes one. */
+unipool_status_t unipool_device_set_memory_fraction(unipool_device_pools_t* pools, int device, double fraction);
+unipool_status_t unipool_device_set_memory_limit(unipool_device_pools_t* pools, int device, uint64_t bytes);
+
+/* Checks every invariant of every device pool; UNIPOOL_BAD_ARGUMENT and the
+ * broken invariant in unipool_last_error() if one fails. */
+unipool_status_t unipool_device_validate(unipool_device_pools_t* pools);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* UNIPOOL_C_DEVICE_H */
