@@ -1,0 +1,36 @@
+#include "malloc/bootstrap_arena.hpp"
+
+#include <atomic>
+
+namespace unipool::malloc_face {
+namespace {
+
+constexpr size_t kHeader = 16;
+
+alignas(4096) unsigned char g_buffer[size_t{256} << 10];
+std::atomic<size_t> g_used{0};  // constant-initialized: usable before any constructor
+
+}  // namespace
+
+uintptr_t BootstrapArena::begin() noexcept { return reinterpret_cast<uintptr_t>(g_buffer); }
+
+void* BootstrapArena::allocate(size_t size, size_t alignment) noexcept {
+  static_assert(sizeof g_buffer == kBytes);
+  if (alignment < kHeader) alignment = kHeader;
+  if (size > kBytes || alignment > kBytes) return nullptr;
+  size_t used = g_used.load(std::memory_order_relaxed);
+  for (;;) {
+    // The block starts at the first aligned address leaving room for the header.
+    const uintptr_t start = (begin() + used + kHeader + alignment - 1) & ~(uintptr_t{alignment} - 1);
+    const size_t end = start - begin() + ((size + kHeader - 1) & ~(kHeader - 1));
+    if (end > kBytes) return nullptr;
+    if (g_used.compare_exchange_weak(used, end, std::memory_order_relaxed)) {
+      reinterpret_cast<size_t*>(start)[-1] = size;
+      return reinterpret_cast<void*>(start);
+    }
+  }
+}
+
+size_t BootstrapArena::size_of(const void* p) noexcept { return static_cast<const size_t*>(p)[-1]; }
+
+}  // namespace unipool::malloc_face

@@ -1,0 +1,28 @@
+#include "malloc/face_alloc.hpp"
+
+namespace unipool::malloc_face {
+
+void report_bad_free(const char* call, void* block) noexcept {
+  // The pool refused: its last error says which misuse it saw.
+  const char* why = existing_pool() != nullptr ? HostPool::last_error() : nullptr;
+  fatal(call, block, why != nullptr && *why != '\0' ? why : "not a block unipool gave out");
+}
+
+void* reallocate(void* block, size_t size) noexcept {
+  if (block == nullptr) return allocate(size);
+  if (size == 0) {  // glibc: free and return nullptr
+    release(block, "realloc");
+    return nullptr;
+  }
+  const size_t usable = usable_size(block);
+  if (usable == 0) report_bad_free("realloc", block);
+  // Keep the block when the new size fits and wastes at most half of it.
+  if (size <= usable && size >= usable / 2 && !BootstrapArena::contains(block)) return block;
+  void* moved = allocate(size);
+  if (moved == nullptr) return nullptr;  // the old block stays valid
+  std::memcpy(moved, block, size < usable ? size : usable);
+  release(block, "realloc");
+  return moved;
+}
+
+}  // namespace unipool::malloc_face

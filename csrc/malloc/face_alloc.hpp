@@ -1,0 +1,62 @@
+// unipool malloc face: the operations behind the C and C++ entry points.
+//
+// Both malloc_api.cpp and operator_new.cpp include this, so each entry point
+// compiles to a direct call into the pool. Conventions (glibc's):
+//   - size 0 gets a unique block of the smallest size, as malloc(1);
+//   - failure returns nullptr with errno = ENOMEM (EINVAL for a bad
+//     alignment, where POSIX says so);
+//   - free(nullptr) does nothing; freeing anything that is not a live block
+//     of ours aborts with a message naming the call and the pointer.
+#pragma once
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+
+#include "malloc/bootstrap_arena.hpp"
+#include "malloc/face_pool.hpp"
+#include "malloc/fatal.hpp"
+
+namespace unipool::malloc_face {
+
+// The pool's own alignment without asking (HostPool: "aligned to 16").
+inline constexpr size_t kNaturalAlignment = 16;
+
+inline void* allocate(size_t size) noexcept {
+  if (size == 0) size = 1;
+  HostPool* p = pool();
+  void* block = p != nullptr ? p->allocate(size) : BootstrapArena::allocate(size, kNaturalAlignment);
+  if (block == nullptr) errno = ENOMEM;
+  return block;
+}
+
+// alignment: a power of two (callers check).
+inline void* allocate_aligned(size_t alignment, size_t size) noexcept {
+  if (alignment <= kNaturalAlignment) return allocate(size);
+  if (size == 0) size = 1;
+  HostPool* p = pool();
+  void* block = p != nullptr ? p->allocate(size, alignment) : BootstrapArena::allocate(size, alignment);
+  if (block == nullptr) errno = ENOMEM;
+  return block;
+}
+
+[[noreturn]] void report_bad_free(const char* call, void* block) noexcept;
+
+inline void release(void* block, const char* call) noexcept {
+  if (block == nullptr || BootstrapArena::contains(block)) return;  // bootstrap blocks are never reused
+  HostPool* p = existing_pool();
+  if (p != nullptr && p->free(block) == Status::ok) return;
+  report_bad_free(call, block);
+}
+
+// Bytes usable at block; 0 for nullptr and for anything that is not ours.
+inline size_t usable_size(const void* block) noexcept {
+  if (block == nullptr) return 0;
+  if (BootstrapArena::contains(block)) return BootstrapArena::size_of(block);
+  HostPool* p = existing_pool();
+  return p != nullptr ? p->usable_size(block) : 0;
+}
+
+void* reallocate(void* block, size_t size) noexcept;
+
+}  // namespace unipool::malloc_face

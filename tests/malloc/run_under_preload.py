@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Runs a program with and without LD_PRELOAD=libunipool_malloc.so (ctest).
+
+  run_under_preload.py compare --lib L [--input-lines N] -- CMD...
+      Runs CMD without, then with the face preloaded; both must exit 0 and
+      print the same stdout. With --input-lines, a file of N pseudo-random
+      lines is made first and its path appended to CMD.
+  run_under_preload.py abort --lib L --expect TEXT -- CMD...
+      Runs CMD with the face preloaded; it must die of SIGABRT and print TEXT
+      (and the face's "unipool malloc: " prefix) on stderr.
+  run_under_preload.py maps --lib L
+      The face really is mapped into a preloaded process.
+"""
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+
+PRELOAD_FAILED = "cannot be preloaded"
+
+
+def run(cmd, lib=None, timeout=240):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if lib:
+        env["LD_PRELOAD"] = lib
+    env.setdefault("LC_ALL", "C")
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def fail(msg, proc=None):
+    print(f"FAIL: {msg}")
+    if proc is not None:
+        print(f"--- exit {proc.returncode}\n--- stdout (tail)\n{proc.stdout[-2000:]}\n--- stderr (tail)\n{proc.stderr[-2000:]}")
+    return 1
+
+
+def make_input(lines):
+    rng = random.Random(12345)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(1, 12)))
+             for _ in range(5000)]
+    fd, path = tempfile.mkstemp(prefix="unipool_malloc_sort_", suffix=".txt")
+    with os.fdopen(fd, "w") as f:
+        for i in range(lines):
+            f.write(" ".join(rng.choice(words) for _ in range(rng.randrange(1, 16))))
+            f.write(f" {rng.randrange(10**9)}\n")
+    return path
+
+
+def compare(args):
+    cmd = list(args.cmd)
+    path = make_input(args.input_lines) if args.input_lines else None
+    if path:
+        cmd.append(path)
+    try:
+        plain = run(cmd)
+        if plain.returncode != 0:
+            return fail("the program fails without the face", plain)
+        face = run(cmd, args.lib)
+        if PRELOAD_FAILED in face.stderr:
+            return fail("the face was not preloaded", face)
+        if face.returncode != 0:
+            return fail("the program fails under the face", face)
+        if face.stdout != plain.stdout:
+            return fail(f"different output: {len(plain.stdout)} bytes without, {len(face.stdout)} with\n"
+                        f"without (head): {plain.stdout[:300]!r}\nwith (head): {face.stdout[:300]!r}")
+    finally:
+        if path:
+            os.unlink(path)
+    print(f"same output with and without the face ({len(plain.stdout)} bytes): {' '.join(args.cmd)}")
+    return 0
+
+
+def abort(args):
+    face = run(args.cmd, args.lib)
+    if face.returncode != -signal.SIGABRT:
+        return fail("expected SIGABRT", face)
+    for text in ("unipool malloc: ", args.expect):
+        if text not in face.stderr:
+            return fail(f"stderr lacks {text!r}", face)
+    print(f"aborted as expected: {face.stderr.strip()}")
+    return 0
+
+
+def maps(args):
+    face = run(["cat", "/proc/self/maps"], args.lib)
+    name = os.path.basename(args.lib)
+    if face.returncode != 0 or name not in face.stdout:
+        return fail(f"{name} not mapped in a preloaded process", face)
+    print(f"{name} is mapped in a preloaded process")
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", choices=["compare", "abort", "maps"])
+    p.add_argument("--lib", required=True)
+    p.add_argument("--expect", default="")
+    p.add_argument("--input-lines", type=int, default=0)
+    argv = sys.argv[1:]
+    cmd = []
+    if "--" in argv:  # everything after "--" is the program and its arguments
+        cut = argv.index("--")
+        argv, cmd = argv[:cut], argv[cut + 1:]
+    args = p.parse_args(argv)
+    args.cmd = cmd
+    return {"compare": compare, "abort": abort, "maps": maps}[args.mode](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
