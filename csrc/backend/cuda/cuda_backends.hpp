@@ -8,7 +8,8 @@
 //                  cudaGetDriverEntryPointByVersion, never linked, so the
 //                  library loads without a driver; supports_expandable() is
 //                  false when the driver or the device lacks VMM. Plain
-//                  segments (allocate) are a reservation mapped whole.
+//                  segments (allocate) are a reservation mapped whole, or
+//                  cudaMalloc blocks when VMM is unavailable.
 //   "nccl"         ncclMemAlloc / ncclMemFree (buffers NCCL can register
 //                  for zero-copy collectives). NCCL is found at run time:
 //                  $UNIPOOL_NCCL_LIBRARY if set, else an NCCL already in the

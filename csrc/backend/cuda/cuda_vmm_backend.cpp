@@ -1,5 +1,7 @@
 #include "backend/cuda/cuda_vmm_backend.hpp"
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 
 #include "backend/cuda/cuda_backends.hpp"
@@ -73,6 +75,7 @@ BackendStatus CudaVmmBackend::usable() const noexcept {
 }
 
 uint64_t CudaVmmBackend::granularity(int device) {
+  if (!expandable_) return DeviceBackend::granularity(device);
   std::lock_guard lock(mutex_);
   return granularity_locked(device);
 }
@@ -126,9 +129,9 @@ BackendStatus CudaVmmBackend::granule_range(const Reservation& r, uint64_t offse
 BackendStatus CudaVmmBackend::allocate(int device, uint64_t bytes, void** out) {
   if (out == nullptr || bytes == 0) return usage_error("unipool cuda_vmm: allocate needs an output and a size > 0");
   *out = nullptr;
+  if (!expandable_) return runtime_allocate(device, bytes, out);
   std::lock_guard lock(mutex_);
   retry_orphans_locked();
-  if (BackendStatus status = usable(); !status.is_ok()) return status;
   const uint64_t g = granularity_locked(device);
   if (g == 0) return usage_error("unipool cuda_vmm: no allocation granularity for this device");
   if (bytes > UINT64_MAX - g) return usage_error("unipool cuda_vmm: size too large");
@@ -149,6 +152,7 @@ BackendStatus CudaVmmBackend::allocate(int device, uint64_t bytes, void** out) {
 }
 
 BackendStatus CudaVmmBackend::deallocate(int device, void* ptr, uint64_t bytes) {
+  if (!expandable_) return runtime_deallocate(device, ptr);
   std::lock_guard lock(mutex_);
   retry_orphans_locked();
   BackendStatus why;
@@ -162,6 +166,22 @@ BackendStatus CudaVmmBackend::deallocate(int device, void* ptr, uint64_t bytes) 
   if (!guard.ok()) return guard.status();
   if (BackendStatus status = unmap_all_locked(r, it->first); !status.is_ok()) return status;
   return unreserve_locked(it);
+}
+
+BackendStatus CudaVmmBackend::runtime_allocate(int device, uint64_t bytes, void** out) {
+  DeviceGuard guard(device);
+  if (!guard.ok()) return guard.status();
+  void* ptr = nullptr;
+  const BackendStatus status = runtime_status(cudaMalloc(&ptr, static_cast<size_t>(bytes)));
+  if (status.is_ok()) *out = ptr;
+  return status;
+}
+
+BackendStatus CudaVmmBackend::runtime_deallocate(int device, void* ptr) {
+  if (ptr == nullptr) return usage_error("unipool cuda_vmm: deallocate of a null pointer");
+  DeviceGuard guard(device);
+  if (!guard.ok()) return guard.status();
+  return runtime_status(cudaFree(ptr));
 }
 
 // --- expandable segments -----------------------------------------------------

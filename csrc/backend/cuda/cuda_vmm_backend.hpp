@@ -26,14 +26,18 @@ class CudaVmmBackend final : public CudaBackendBase {
 
   const char* name() const noexcept override { return "cuda_vmm"; }
   // False when the driver API could not be resolved, there is no device,
-  // or a device lacks VMM; every call then fails with that reason.
+  // or a device lacks VMM; the expandable calls then fail with that reason
+  // and plain segments come from cudaMalloc, so "cuda_vmm" works (as
+  // "cuda_malloc") wherever CUDA does.
   bool supports_expandable() const noexcept override { return expandable_; }
   // The driver's recommended granularity, at least 2 MiB and a multiple of
-  // its minimum. 0 when unavailable (see supports_expandable()).
+  // its minimum; DeviceBackend's default when not expandable; 0 if the
+  // driver fails to answer.
   uint64_t granularity(int device) override;
 
   // A plain segment: a reservation of `bytes` rounded up to the
-  // granularity, mapped whole; deallocate() unmaps and frees it.
+  // granularity, mapped whole; deallocate() unmaps and frees it. Without
+  // VMM: cudaMalloc / cudaFree.
   BackendStatus allocate(int device, uint64_t bytes, void** out) override;
   BackendStatus deallocate(int device, void* ptr, uint64_t bytes) override;
 
@@ -60,6 +64,10 @@ class CudaVmmBackend final : public CudaBackendBase {
     uint64_t mapped = 0;  // granules mapped
   };
   using Reservations = std::map<uintptr_t, Reservation>;
+
+  // Plain segments without VMM.
+  static BackendStatus runtime_allocate(int device, uint64_t bytes, void** out);
+  static BackendStatus runtime_deallocate(int device, void* ptr);
 
   BackendStatus driver(CUresult result) const noexcept;
   BackendStatus usable() const noexcept;
