@@ -216,14 +216,21 @@ TEST_F(CudaVmm, WithoutTheDriverApiItSaysSo) {
   hidden.hidden_driver_symbols = {"cuMemCreate"};
   restart(hidden);
   EXPECT_FALSE(backend->supports_expandable());
-  EXPECT_EQ(backend->granularity(0), 0u);
+  EXPECT_EQ(backend->granularity(0), kGranule);  // DeviceBackend's default
   void* base = nullptr;
   const BackendStatus status = backend->reserve(0, kGranule, &base);
   EXPECT_EQ(status.code, BackendStatus::error);
   EXPECT_NE(std::string(status.message).find("driver does not provide cuMemCreate"), std::string::npos)
       << status.message;
-  EXPECT_EQ(backend->allocate(0, kGranule, &base).code, BackendStatus::error);
+  EXPECT_EQ(backend->map(0, base, 0, kGranule).code, BackendStatus::error);
   EXPECT_EQ(fake::calls("cuMemAddressReserve"), 0u);
+  // Plain segments still work, from cudaMalloc.
+  void* p = nullptr;
+  ASSERT_TRUE(backend->allocate(0, 3 * fake::kMiB, &p).is_ok());
+  EXPECT_EQ(fake::live_bytes(0), 3 * fake::kMiB);
+  ASSERT_TRUE(backend->deallocate(0, p, 3 * fake::kMiB).is_ok());
+  EXPECT_EQ(fake::calls("cudaMalloc"), 1u);
+  EXPECT_EQ(fake::calls("cudaFree"), 1u);
 
   fake::Config no_driver = config();
   no_driver.driver_present = false;
@@ -232,6 +239,7 @@ TEST_F(CudaVmm, WithoutTheDriverApiItSaysSo) {
   EXPECT_EQ(backend->device_count(), 0);
   const BackendStatus missing = backend->reserve(0, kGranule, &base);
   EXPECT_NE(std::string(missing.message).find("CUDA driver API unavailable"), std::string::npos) << missing.message;
+  EXPECT_EQ(backend->allocate(0, kGranule, &base).native, cudaErrorInsufficientDriver);
 }
 
 TEST_F(CudaVmm, DevicesWithoutVmmAreNotExpandable) {
@@ -242,8 +250,13 @@ TEST_F(CudaVmm, DevicesWithoutVmmAreNotExpandable) {
   void* base = nullptr;
   const BackendStatus status = backend->reserve(0, kGranule, &base);
   EXPECT_NE(std::string(status.message).find("does not support virtual memory management"), std::string::npos);
-  // cudaMalloc-style plain segments are the pool's fallback, on another backend.
-  EXPECT_EQ(backend->allocate(0, kGranule, &base).code, BackendStatus::error);
+  // The pool falls back to plain segments: cudaMalloc blocks.
+  void* p = nullptr;
+  ASSERT_TRUE(backend->allocate(1, fake::kMiB, &p).is_ok());
+  EXPECT_EQ(fake::live_bytes(1), fake::kMiB);
+  EXPECT_EQ(fake::current_device(), 0);
+  ASSERT_TRUE(backend->deallocate(1, p, fake::kMiB).is_ok());
+  EXPECT_EQ(fake::live_bytes(1), 0u);
 }
 
 }  // namespace
