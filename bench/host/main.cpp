@@ -100,9 +100,11 @@ int main(int argc, char** argv) {
   print_header(std::cout, ctx);
   std::cout.flush();
 
-  const std::vector<CellResult> results = run_matrix(opt);
+  const MatrixResult matrix = run_matrix(opt);
+  const std::vector<CellResult>& results = matrix.cells;
   print_tables(std::cout, results, workloads);
   print_targets(std::cout, results);
+  if (matrix.failed_runs != 0) std::cout << "**" << matrix.failed_runs << " runs failed** (see stderr)\n";
 
   if (!json_path.empty()) {
     std::ofstream out(json_path);
@@ -112,5 +114,5 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  return 0;
+  return matrix.failed_runs == 0 ? 0 : 1;
 }

@@ -121,8 +121,9 @@ std::optional<CellResult> run_cell(const Peer& peer, const std::string& workload
   }
 }
 
-std::vector<CellResult> run_matrix(const MatrixOptions& opt) {
-  std::vector<CellResult> results;
+MatrixResult run_matrix(const MatrixOptions& opt) {
+  MatrixResult out;
+  std::vector<CellResult>& results = out.cells;
   for (const auto& workload : opt.workloads) {
     std::vector<Peer> peers;
     for (const auto& p : opt.peers) {
@@ -140,7 +141,11 @@ std::vector<CellResult> run_matrix(const MatrixOptions& opt) {
           if (!peers[i].available) continue;
           std::fprintf(stderr, "  %-18s %-20s x%u run %u/%u\n", workload.c_str(), peers[i].name.c_str(), threads,
                        rep + 1, opt.repeat);
-          if (auto r = run_cell(peers[i], workload, threads, opt.quick, opt.timeout_s)) runs[i].push_back(*r);
+          if (auto r = run_cell(peers[i], workload, threads, opt.quick, opt.timeout_s)) {
+            runs[i].push_back(*r);
+          } else {
+            ++out.failed_runs;
+          }
         }
       }
       for (auto& cell_runs : runs) {
@@ -151,7 +156,7 @@ std::vector<CellResult> run_matrix(const MatrixOptions& opt) {
       }
     }
   }
-  return results;
+  return out;
 }
 
 }  // namespace host_bench

@@ -25,7 +25,12 @@ struct MatrixOptions {
 std::optional<CellResult> run_cell(const Peer& peer, const std::string& workload, unsigned threads, bool quick,
                                    double timeout_s);
 
+struct MatrixResult {
+  std::vector<CellResult> cells;
+  size_t failed_runs = 0;  // runs whose child failed (their stderr says why)
+};
+
 // Runs the whole matrix, printing progress to stderr.
-std::vector<CellResult> run_matrix(const MatrixOptions& opt);
+MatrixResult run_matrix(const MatrixOptions& opt);
 
 }  // namespace host_bench

@@ -25,8 +25,8 @@ RoundParams hakmem_rounds(const std::string& name, bool quick) {
   const SizeSpec json{SizeLaw::uniform, 32 * KiB, 96 * KiB};
   const SizeSpec mir{SizeLaw::uniform, 128 * KiB, 384 * KiB};
   const SizeSpec vm{SizeLaw::uniform, 3 * MiB / 2, 5 * MiB / 2};
-  if (name == "hakmem_json") return {count(20'000, quick), {16, 0, 0}, {json, json, json}, 1};
-  if (name == "hakmem_mir") return {count(10'000, quick), {4, 0, 0}, {mir, mir, mir}, 1};
+  if (name == "hakmem_json") return {count(5'000, quick), {16, 0, 0}, {json, json, json}, 1};
+  if (name == "hakmem_mir") return {count(2'500, quick), {4, 0, 0}, {mir, mir, mir}, 1};
   if (name == "hakmem_vm") return {count(4'000, quick), {1, 0, 0}, {vm, vm, vm}, 1};
   return {count(10'000, quick), {16, 4, 1}, {json, mir, vm}, 3};
 }
@@ -43,8 +43,8 @@ const std::vector<WorkloadInfo>& all_workloads() {
       {"hakmem_mir", 1, "rounds of 4 x 128-384 KiB: allocate, write every page, free all"},
       {"hakmem_vm", 1, "rounds of 1 x 1.5-2.5 MiB: allocate, write every page, free"},
       {"hakmem_mixed", 1, "each round one of the json/mir/vm rounds, picked at random"},
-      {"rpmalloc_random", 32, "150,000 slots/thread, 16-16000 B linear falloff, 100 loops of 75,000 scattered frees + 75,000 scattered allocations"},
-      {"mid_mt", 32, "256 slots/thread, 8-32 KiB uniform, 12,000,000 cycles: free a full slot or fill an empty one"},
+      {"rpmalloc_random", 32, "150,000 slots/thread, 16-16000 B linear falloff, 20 loops of 75,000 scattered frees + 75,000 scattered allocations"},
+      {"mid_mt", 32, "256 slots/thread, 8-32 KiB uniform, 3,000,000 cycles: free a full slot or fill an empty one"},
   };
   return list;
 }
@@ -59,7 +59,7 @@ const WorkloadInfo* find_workload(const std::string& name) {
 std::unique_ptr<ThreadWork> make_thread_work(const std::string& name, bool quick, unsigned thread_index) {
   const uint64_t seed = seed_of(name, thread_index);
   if (name == "rl_small") {
-    return make_replace_work({65'536, count(4'000'000, quick), 1, 0, {SizeLaw::uniform, 16, 512}}, seed);
+    return make_replace_work({65'536, count(2'000'000, quick), 1, 0, {SizeLaw::uniform, 16, 512}}, seed);
   }
   if (name == "rl_medium") {
     return make_replace_work({4'096, count(125'000, quick), 32, 0, {SizeLaw::uniform, 128, 4096}}, seed);
@@ -68,16 +68,16 @@ std::unique_ptr<ThreadWork> make_thread_work(const std::string& name, bool quick
     return make_replace_work({2'048, count(1'000'000, quick), 1, 0, {SizeLaw::log_uniform, 16, 256 * KiB}}, seed);
   }
   if (name == "alignment64") {
-    return make_replace_work({8'192, count(4'000'000, quick), 1, 64, {SizeLaw::uniform, 1, 2048, 64}}, seed);
+    return make_replace_work({8'192, count(2'000'000, quick), 1, 64, {SizeLaw::uniform, 1, 2048, 64}}, seed);
   }
   if (name.rfind("hakmem_", 0) == 0) return make_round_work(hakmem_rounds(name, quick), seed);
   if (name == "rpmalloc_random") {
     const SizeSpec sizes{SizeLaw::linear_falloff, 16, 16'000};
     return quick ? make_scatter_work({15'000, 7'500, 4, sizes}, seed)
-                 : make_scatter_work({150'000, 75'000, 100, sizes}, seed);
+                 : make_scatter_work({150'000, 75'000, 20, sizes}, seed);
   }
   if (name == "mid_mt") {
-    return make_toggle_work({256, count(60'000 * 200, quick), {SizeLaw::uniform, 8 * KiB, 32 * KiB}}, seed);
+    return make_toggle_work({256, count(60'000 * 50, quick), {SizeLaw::uniform, 8 * KiB, 32 * KiB}}, seed);
   }
   die("unknown workload");
 }
