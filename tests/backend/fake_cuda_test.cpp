@@ -297,6 +297,19 @@ TEST_F(FakeCuda, WithoutADriverTheRuntimeKeepsFailing) {
   EXPECT_EQ(version, 13000);
 }
 
+TEST_F(FakeCuda, WithoutDevicesCallsFailWithNoDevice) {
+  fake::Config c = config();
+  c.device_count = 0;
+  fake::reset(c);
+  void* p = nullptr;
+  int n = -1;
+  EXPECT_EQ(cudaGetDeviceCount(&n), cudaErrorNoDevice);
+  EXPECT_EQ(cudaMalloc(&p, 16), cudaErrorNoDevice);
+  EXPECT_EQ(ncclMemAlloc(&p, 16), ncclUnhandledCudaError);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorNoDevice);
+  EXPECT_EQ(cudaRuntimeGetVersion(&n), cudaSuccess);
+}
+
 TEST_F(FakeCuda, ResetReclaimsWhatATestLeaked) {
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 100), cudaSuccess);

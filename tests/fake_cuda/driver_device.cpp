@@ -7,19 +7,20 @@
 
 using unipool::fake_cuda::detail::Call;
 using unipool::fake_cuda::detail::Family;
+using unipool::fake_cuda::detail::Needs;
 using unipool::fake_cuda::detail::State;
 using unipool::fake_cuda::detail::thread_state;
 
 extern "C" {
 
 CUresult cuInit(unsigned int flags) {
-  Call call("cuInit", Family::driver);
+  Call call("cuInit", Family::driver, Needs::driver);
   if (call.refused()) return call.driver_refusal();
   return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuDriverGetVersion(int* version) {
-  Call call("cuDriverGetVersion", Family::driver);
+  Call call("cuDriverGetVersion", Family::driver, Needs::driver);
   if (call.refused()) return call.driver_refusal();
   if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *version = call.s.config.driver_version;
@@ -100,14 +101,14 @@ extern "C" {
 
 cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned long long flags,
                                     cudaDriverEntryPointQueryResult* driverStatus) {
-  Call call("cudaGetDriverEntryPoint", Family::runtime);
+  Call call("cudaGetDriverEntryPoint", Family::runtime, Needs::driver);
   return lookup(call, symbol, funcPtr, 0, flags, driverStatus);
 }
 
 cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr, unsigned int cudaVersion,
                                              unsigned long long flags,
                                              cudaDriverEntryPointQueryResult* driverStatus) {
-  Call call("cudaGetDriverEntryPointByVersion", Family::runtime);
+  Call call("cudaGetDriverEntryPointByVersion", Family::runtime, Needs::driver);
   return lookup(call, symbol, funcPtr, cudaVersion, flags, driverStatus);
 }
 

@@ -8,14 +8,14 @@
 using unipool::fake_cuda::detail::Call;
 using unipool::fake_cuda::detail::DeviceAllocation;
 using unipool::fake_cuda::detail::Family;
+using unipool::fake_cuda::detail::Needs;
 using unipool::fake_cuda::detail::thread_state;
 
 extern "C" {
 
 ncclResult_t ncclGetVersion(int* version) {
-  Call call("ncclGetVersion", Family::nccl);
-  // Answered without a driver too, like the real one.
-  if (call.refused() && call.s.config.driver_present) return call.nccl_refusal();
+  Call call("ncclGetVersion", Family::nccl, Needs::nothing);  // answered without a driver, like the real one
+  if (call.refused()) return call.nccl_refusal();
   if (version == nullptr) return ncclInvalidArgument;
   *version = NCCL_VERSION_CODE;
   return ncclSuccess;

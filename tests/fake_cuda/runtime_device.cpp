@@ -4,16 +4,16 @@
 
 using unipool::fake_cuda::detail::Call;
 using unipool::fake_cuda::detail::Family;
+using unipool::fake_cuda::detail::Needs;
 using unipool::fake_cuda::detail::state;
 using unipool::fake_cuda::detail::thread_state;
 
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
-  Call call("cudaGetDeviceCount", Family::runtime);
+  Call call("cudaGetDeviceCount", Family::runtime);  // no device: cudaErrorNoDevice, as in CUDA
   if (call.refused()) return call.runtime_refusal();
   if (count == nullptr) return call.fail(cudaErrorInvalidValue);
-  if (call.s.config.device_count == 0) return call.fail(cudaErrorNoDevice);
   *count = call.s.config.device_count;
   return cudaSuccess;
 }
@@ -22,7 +22,6 @@ cudaError_t cudaGetDevice(int* device) {
   Call call("cudaGetDevice", Family::runtime);
   if (call.refused()) return call.runtime_refusal();
   if (device == nullptr) return call.fail(cudaErrorInvalidValue);
-  if (call.s.config.device_count == 0) return call.fail(cudaErrorNoDevice);
   *device = thread_state().device;
   return cudaSuccess;
 }
@@ -39,7 +38,6 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   Call call("cudaMemGetInfo", Family::runtime);
   if (call.refused()) return call.runtime_refusal();
   if (free_bytes == nullptr || total_bytes == nullptr) return call.fail(cudaErrorInvalidValue);
-  if (call.s.config.device_count == 0) return call.fail(cudaErrorNoDevice);
   const uint64_t capacity = call.s.config.capacity;
   *total_bytes = static_cast<size_t>(capacity);
   *free_bytes = static_cast<size_t>(capacity - call.s.charged[static_cast<size_t>(thread_state().device)]);
@@ -69,18 +67,16 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
 }
 
 cudaError_t cudaRuntimeGetVersion(int* version) {
-  Call call("cudaRuntimeGetVersion", Family::runtime);
-  // Answered without a driver too, like the real runtime.
-  if (call.refused() && call.refusal() != cudaErrorInsufficientDriver) return call.runtime_refusal();
+  Call call("cudaRuntimeGetVersion", Family::runtime, Needs::nothing);
+  if (call.refused()) return call.runtime_refusal();
   if (version == nullptr) return call.fail(cudaErrorInvalidValue);
   *version = call.s.config.runtime_version;
   return cudaSuccess;
 }
 
 cudaError_t cudaDriverGetVersion(int* version) {
-  Call call("cudaDriverGetVersion", Family::runtime);
-  // Without a driver the real runtime reports version 0 and succeeds.
-  if (call.refused() && call.refusal() != cudaErrorInsufficientDriver) return call.runtime_refusal();
+  Call call("cudaDriverGetVersion", Family::runtime, Needs::nothing);  // 0 without a driver, as in CUDA
+  if (call.refused()) return call.runtime_refusal();
   if (version == nullptr) return call.fail(cudaErrorInvalidValue);
   *version = call.s.config.driver_present ? call.s.config.driver_version : 0;
   return cudaSuccess;

@@ -41,7 +41,7 @@ bool matches(const Fault& fault, const char* function) {
 
 }  // namespace
 
-Call::Call(const char* function, Family family) : s(state()), lock_(s.mutex) {
+Call::Call(const char* function, Family family, Needs needs) : s(state()), lock_(s.mutex) {
   ++s.total_calls;
   ++s.calls[function];
 
@@ -61,12 +61,14 @@ Call::Call(const char* function, Family family) : s(state()), lock_(s.mutex) {
     }
   }
   if (s.sticky != 0) refusal_ = family == Family::nccl ? static_cast<int>(ncclUnhandledCudaError) : s.sticky;
-  if (!s.config.driver_present) {
-    switch (family) {
-      case Family::runtime: refusal_ = cudaErrorInsufficientDriver; break;
-      case Family::driver: refusal_ = CUDA_ERROR_NOT_INITIALIZED; break;
-      case Family::nccl: refusal_ = ncclUnhandledCudaError; break;
-    }
+  if (needs != Needs::nothing && !s.config.driver_present) {
+    refusal_ = family == Family::runtime  ? static_cast<int>(cudaErrorInsufficientDriver)
+               : family == Family::driver ? static_cast<int>(CUDA_ERROR_NOT_INITIALIZED)
+                                          : static_cast<int>(ncclUnhandledCudaError);
+  } else if (needs == Needs::device && s.config.device_count == 0 && refusal_ == 0) {
+    refusal_ = family == Family::runtime  ? static_cast<int>(cudaErrorNoDevice)
+               : family == Family::driver ? static_cast<int>(CUDA_ERROR_NO_DEVICE)
+                                          : static_cast<int>(ncclUnhandledCudaError);
   }
 }
 

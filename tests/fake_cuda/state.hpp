@@ -35,6 +35,8 @@ struct CUevent_st {
 namespace unipool::fake_cuda::detail {
 
 enum class Family { runtime, driver, nccl };
+// What a call needs to succeed besides an armed fault not hitting it.
+enum class Needs { nothing, driver, device };
 
 struct DeviceAllocation {  // cudaMalloc or ncclMemAlloc
   int device;
@@ -108,11 +110,12 @@ struct ThreadState {
 ThreadState& thread_state();
 
 // Every counted entry point starts with a Call: it takes the lock, counts
-// the call and decides whether it is refused (an injected fault, a sticky
-// error, no driver). Runtime failures are left pending for the thread.
+// the call and decides whether it is refused: an injected fault, a sticky
+// error, no driver (unless it needs nothing), no device (if it needs one).
+// Runtime failures are left pending for the thread.
 class Call {
  public:
-  Call(const char* function, Family family);
+  Call(const char* function, Family family, Needs needs = Needs::device);
 
   bool refused() const noexcept { return refusal_ != 0; }
   int refusal() const noexcept { return refusal_; }
