@@ -10,6 +10,8 @@
       (and the face's "unipool malloc: " prefix) on stderr.
   run_under_preload.py maps --lib L
       The face really is mapped into a preloaded process.
+  --env KEY=VALUE (any mode, repeatable) sets a variable for the program,
+  e.g. UNIPOOL_HOST_CONF=thread_cache=none.
 """
 import argparse
 import os
@@ -22,9 +24,13 @@ import tempfile
 PRELOAD_FAILED = "cannot be preloaded"
 
 
+EXTRA_ENV = {}
+
+
 def run(cmd, lib=None, timeout=240):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
+    env.update(EXTRA_ENV)
     if lib:
         env["LD_PRELOAD"] = lib
     env.setdefault("LC_ALL", "C")
@@ -100,6 +106,8 @@ def main():
     p.add_argument("--lib", required=True)
     p.add_argument("--expect", default="")
     p.add_argument("--input-lines", type=int, default=0)
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help="set in the program's environment (both runs)")
     argv = sys.argv[1:]
     cmd = []
     if "--" in argv:  # everything after "--" is the program and its arguments
@@ -107,6 +115,7 @@ def main():
         argv, cmd = argv[:cut], argv[cut + 1:]
     args = p.parse_args(argv)
     args.cmd = cmd
+    EXTRA_ENV.update(kv.split("=", 1) for kv in args.env)
     return {"compare": compare, "abort": abort, "maps": maps}[args.mode](args)
 
 
