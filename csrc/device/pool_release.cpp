@@ -56,7 +56,13 @@ bool DevicePool::Impl::wait_for(const std::vector<FenceId>& fences, std::unique_
   if (fences.empty()) return false;
   ++waiters;
   lock.unlock();
-  for (const FenceId f : fences) backend->fences().wait(f);
+  for (const FenceId f : fences) {
+    try {
+      backend->fences().wait(f);
+    } catch (...) {
+      // A failed wait leaves the fence incomplete: what it guards stays put.
+    }
+  }
   lock.lock();
   if (--waiters == 0) {
     for (const FenceId f : deferred_fences) backend->fences().release(f);
