@@ -6,16 +6,17 @@ namespace unipool::malloc_face {
 namespace {
 
 constexpr size_t kHeader = 16;
+constexpr size_t kBytes = kBootstrapBytes;
 
-alignas(4096) unsigned char g_buffer[size_t{256} << 10];
 std::atomic<size_t> g_used{0};  // constant-initialized: usable before any constructor
+
+uintptr_t begin() noexcept { return reinterpret_cast<uintptr_t>(g_bootstrap_buffer); }
 
 }  // namespace
 
-uintptr_t BootstrapArena::begin() noexcept { return reinterpret_cast<uintptr_t>(g_buffer); }
+alignas(4096) unsigned char g_bootstrap_buffer[kBootstrapBytes];
 
 void* BootstrapArena::allocate(size_t size, size_t alignment) noexcept {
-  static_assert(sizeof g_buffer == kBytes);
   if (alignment < kHeader) alignment = kHeader;
   if (size > kBytes || alignment > kBytes) return nullptr;
   size_t used = g_used.load(std::memory_order_relaxed);

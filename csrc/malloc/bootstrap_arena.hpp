@@ -12,20 +12,19 @@
 
 namespace unipool::malloc_face {
 
+// The buffer; named here so that contains() (on every free) is inlined.
+inline constexpr size_t kBootstrapBytes = size_t{256} << 10;
+extern unsigned char g_bootstrap_buffer[kBootstrapBytes] __attribute__((visibility("hidden")));
+
 class BootstrapArena {
  public:
   // nullptr when the buffer is used up.
   static void* allocate(size_t size, size_t alignment) noexcept;
   static bool contains(const void* p) noexcept {
-    const auto a = reinterpret_cast<uintptr_t>(p);
-    return a >= begin() && a < begin() + kBytes;
+    return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(g_bootstrap_buffer) < kBootstrapBytes;
   }
   // The size asked for the block at p (p must be contained).
   static size_t size_of(const void* p) noexcept;
-
- private:
-  static constexpr size_t kBytes = size_t{256} << 10;
-  static uintptr_t begin() noexcept;
 };
 
 }  // namespace unipool::malloc_face
