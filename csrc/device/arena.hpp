@@ -1,7 +1,7 @@
 // unipool device pool: an arena is one stretch of device address space with
 // its own range allocator: a plain segment (one backend allocation), or the
-// reserved virtual range of an expandable segment, mapped from offset 0 up to
-// `mapped` in granules.
+// reserved virtual range of an expandable segment, mapped granule by granule
+// where blocks need memory and unmapped where whole granules are free.
 //
 // Free ranges of an arena belong to its owner stream: reusable there at once
 // (stream order makes it safe), by other streams only once the owner's
@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "device/size_policy.hpp"
@@ -35,12 +36,14 @@ struct Arena {
   RangeAllocator ranges;
   uint64_t last_free_seq = 0;  // pool-wide free sequence number of the last free here
 
-  // Expandable only: [0, mapped) is backed by memory. `transition` is set
-  // while a thread maps or unmaps at the end (outside the pool lock); others
-  // needing that end wait for it. `unpublished` counts ranges carved by a
-  // thread that is still waiting for its growth.
+  // Expandable only: which granules are backed by memory. `transition` is
+  // set while a thread maps or unmaps granules (outside the pool lock);
+  // others needing an unmapped granule wait for it. `unpublished` counts
+  // ranges carved by a thread that is still waiting for its growth.
   uint64_t granule = 0;
-  uint64_t mapped = 0;
+  std::vector<uint8_t> granule_mapped;
+  uint64_t mapped = 0;  // bytes mapped
+  uint64_t runs = 0;    // maximal runs of mapped granules: the snapshot's segments
   bool transition = false;
   uint32_t unpublished = 0;
 
@@ -49,13 +52,64 @@ struct Arena {
     const auto b = reinterpret_cast<uint64_t>(base);
     return address >= b && address < b + size;
   }
-  // Where `mapped` could shrink to: the granule boundary at or after the start
-  // of the free range that ends the arena.
-  uint64_t releasable_end() const noexcept {
-    const uint64_t tail = ranges.trailing_free();
-    if (tail == 0) return mapped;
-    const uint64_t end = round_up(size - tail, granule);
-    return end < mapped ? end : mapped;
+  void init_granules(uint64_t g) {
+    granule = g;
+    granule_mapped.assign(size / g, 0);
+  }
+  bool is_mapped(uint64_t g) const noexcept { return g < granule_mapped.size() && granule_mapped[g] != 0; }
+  // True if every granule [offset, offset + bytes) touches is mapped.
+  bool range_mapped(uint64_t offset, uint64_t bytes) const noexcept {
+    for (uint64_t g = offset / granule, end = (offset + bytes + granule - 1) / granule; g < end; ++g) {
+      if (granule_mapped[g] == 0) return false;
+    }
+    return true;
+  }
+  // Appends the runs [first, last) of unmapped granules that [offset,
+  // offset + bytes) touches.
+  void unmapped_runs(uint64_t offset, uint64_t bytes, std::vector<std::pair<uint64_t, uint64_t>>& out) const {
+    const uint64_t end = (offset + bytes + granule - 1) / granule;
+    for (uint64_t g = offset / granule; g < end;) {
+      if (granule_mapped[g] != 0) {
+        ++g;
+        continue;
+      }
+      const uint64_t first = g;
+      while (g < end && granule_mapped[g] == 0) ++g;
+      out.emplace_back(first, g);
+    }
+  }
+  // Marks granules [first, last), all in the other state now, (un)mapped;
+  // keeps `mapped` and `runs` (a run flips: 1 - left - right neighbours).
+  void set_mapped(uint64_t first, uint64_t last, bool on) noexcept {
+    const uint64_t neighbours = (first > 0 && is_mapped(first - 1)) + is_mapped(last);
+    for (uint64_t g = first; g < last; ++g) granule_mapped[g] = on ? 1 : 0;
+    const uint64_t bytes = (last - first) * granule;
+    if (on) {
+      mapped += bytes;
+      runs = runs + 1 - neighbours;
+    } else {
+      mapped -= bytes;
+      runs = runs + neighbours - 1;
+    }
+  }
+  // Runs of mapped granules that lie wholly inside free ranges: what an
+  // expandable arena can give back.
+  void releasable_runs(std::vector<std::pair<uint64_t, uint64_t>>& out) const {
+    if (mapped == 0) return;
+    ranges.for_each_range([&](const RangeInfo& r) {
+      if (r.used) return;
+      const uint64_t first = (r.offset + granule - 1) / granule;
+      const uint64_t last = (r.offset + r.size) / granule;
+      for (uint64_t g = first; g < last;) {
+        if (granule_mapped[g] == 0) {
+          ++g;
+          continue;
+        }
+        const uint64_t run = g;
+        while (g < last && granule_mapped[g] != 0) ++g;
+        out.emplace_back(run, g);
+      }
+    });
   }
   // Inactive split blocks, as PyTorch counts them: free blocks of a plain
   // segment that has active ones. (PyTorch leaves expandable segments out.)

@@ -31,8 +31,8 @@ std::string human(uint64_t bytes) {
 
 }  // namespace
 
-// Lock held. Inside reserved memory only: for an expandable arena, the part
-// of its end range that is mapped.
+// Lock held. Inside reserved memory only: for an expandable arena, the
+// longest mapped stretch of a free range.
 uint64_t DevicePool::Impl::largest_free_block() const {
   uint64_t largest = 0;
   for (const auto& a : arenas) {
@@ -41,9 +41,16 @@ uint64_t DevicePool::Impl::largest_free_block() const {
       largest = std::max(largest, a->ranges.largest_free());
       continue;
     }
+    const uint64_t g = a->granule;
     a->ranges.for_each_range([&](const RangeInfo& r) {
-      if (r.used || r.offset >= a->mapped) return;
-      largest = std::max(largest, std::min(r.offset + r.size, a->mapped) - r.offset);
+      if (r.used) return;
+      uint64_t stretch = 0;
+      for (uint64_t at = r.offset, end = r.offset + r.size; at < end;) {
+        const uint64_t next = std::min(end, (at / g + 1) * g);
+        stretch = a->is_mapped(at / g) ? stretch + (next - at) : 0;
+        largest = std::max(largest, stretch);
+        at = next;
+      }
     });
   }
   return largest;

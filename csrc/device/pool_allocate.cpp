@@ -141,7 +141,7 @@ void* DevicePool::Impl::carve_in(Arena& a, const Request& r) {
   const int64_t split_count = a.split_count(), split_bytes = a.split_bytes();
   const RangeAllocation range = a.ranges.allocate(extent);
   if (!range) return nullptr;
-  if (a.expandable && range.offset + extent > a.mapped) {
+  if (a.expandable && !a.range_mapped(range.offset, extent)) {
     a.ranges.free(range);  // would need growth: not from the cache
     return nullptr;
   }

@@ -1,10 +1,13 @@
 // unipool device pool: growing when the cache has no fitting block. A plain
-// pool asks the backend for a new segment; an expandable pool maps granules
-// at the end of the stream's reserved range. Backend calls run outside the
-// pool lock: `inflight` counts the bytes on their way against the limit, and
-// an expandable arena's `transition` flag keeps its end to one thread.
+// pool asks the backend for a new segment; an expandable pool carves the
+// block from the stream's reserved range and maps the granules under it that
+// are not mapped yet. Backend calls run outside the pool lock: `inflight`
+// counts the bytes on their way against the limit, and an expandable arena's
+// `transition` flag lets one thread at a time map or unmap its granules.
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "device/pool_impl.hpp"
 
@@ -125,60 +128,75 @@ DevicePool::Impl::Arena* DevicePool::Impl::expandable_arena(const Request& r, Gr
   RangeAllocatorOptions options;
   options.alignment = device::kBlockAlign;
   auto arena = std::make_unique<Arena>(0, r.kind, true, &s, static_cast<char*>(base), reserve_bytes, options);
-  arena->granule = granule;
+  arena->init_granules(granule);
   Arena* a = arena.get();
   s.expandable[k] = add_arena(std::move(arena));
   return a;
 }
 
-// Carves r at the lowest fitting offset of the stream's arena, then maps the
-// granules between the current end and the block's end. Free space at the end
-// joins the new granules, so growth never strands a sliver.
+// Carves r at the best fitting place of the stream's arena (its free ranges
+// span mapped and unmapped granules alike), then maps the granules under the
+// block that are not mapped yet. A block that starts in the free end of the
+// mapped memory uses it and maps only the rest: growth never strands slivers.
 void* DevicePool::Impl::grow_expandable(const Request& r, GrowthFailure* why) {
   Arena* a = expandable_arena(r, why);
   if (a == nullptr) return nullptr;
   std::unique_lock lock(mutex);
   const RangeAllocation range = a->ranges.allocate(r.size);
-  if (!range) {  // the reservation (the device's size) is full
+  if (!range) {  // the reservation (1.5x the device) is full
     *why = over_limit();
     return nullptr;
   }
-  const uint64_t end = range.offset + r.size;
   ++a->unpublished;
+  auto give_up = [&] {
+    --a->unpublished;
+    a->ranges.free(range);
+    return nullptr;
+  };
+  std::vector<std::pair<uint64_t, uint64_t>> runs;
   for (;;) {
-    if (end <= a->mapped) break;
-    if (a->transition) {  // another thread maps or unmaps the end: wait for it
+    if (a->range_mapped(range.offset, r.size)) break;
+    if (a->transition) {  // another thread maps or unmaps granules: wait for it
       transition_done.wait(lock);
       continue;
     }
-    const uint64_t from = a->mapped;
-    const uint64_t bytes = device::round_up(end, a->granule) - from;
+    runs.clear();
+    a->unmapped_runs(range.offset, r.size, runs);
+    uint64_t bytes = 0;
+    for (const auto& [first, last] : runs) bytes += (last - first) * a->granule;
     if (!within_limit(bytes)) {
       *why = over_limit();
-      --a->unpublished;
-      a->ranges.free(range);
-      return nullptr;
+      return give_up();
     }
     a->transition = true;
     inflight += bytes;
     lock.unlock();
-    const BackendStatus status = backend->map(device, a->base, from, bytes);
-    if (status.is_ok()) fire_map(a->base + from, bytes, true);
+    size_t done = 0;
+    BackendStatus status;
+    for (; done < runs.size(); ++done) {
+      const uint64_t from = runs[done].first * a->granule;
+      const uint64_t n = (runs[done].second - runs[done].first) * a->granule;
+      status = backend->map(device, a->base, from, n);
+      if (!status.is_ok()) break;
+      fire_map(a->base + from, n, true);
+    }
     lock.lock();
     inflight -= bytes;
     a->transition = false;
     transition_done.notify_all();
-    if (!status.is_ok()) {
+    for (size_t i = 0; i < done; ++i) {  // mapped runs stay, even if a later one failed
+      const uint64_t runs_before = a->runs;
+      a->set_mapped(runs[i].first, runs[i].second, true);
+      device::stat_change(stats.segment, a->kind, static_cast<int64_t>(a->runs) - static_cast<int64_t>(runs_before));
+      device::stat_change(stats.reserved_bytes, a->kind,
+                          static_cast<int64_t>((runs[i].second - runs[i].first) * a->granule));
+      ++stats.num_device_alloc;
+    }
+    if (done < runs.size()) {
       why->over_limit = false;
       why->status = status;
-      --a->unpublished;
-      a->ranges.free(range);
-      return nullptr;
+      return give_up();
     }
-    if (from == 0) device::stat_change(stats.segment, a->kind, 1);
-    a->mapped = from + bytes;
-    device::stat_change(stats.reserved_bytes, a->kind, static_cast<int64_t>(bytes));
-    ++stats.num_device_alloc;
   }
   --a->unpublished;
   return publish(*a, range, r.size, r);

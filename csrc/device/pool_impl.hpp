@@ -107,6 +107,7 @@ struct DevicePool::Impl {
   // Gives fully free plain segments and free expandable tails back, waiting
   // for streams as `sync` allows (see pool_release.cpp).
   void release_cached(device::Sync sync);
+  bool releasable(const Arena& a) const;
   bool wait_for(const std::vector<FenceId>& fences, std::unique_lock<std::mutex>& lock);
   std::vector<device::Release> take_releasable();  // lock held
   void give_back(std::vector<device::Release>& items);  // lock not held

@@ -11,6 +11,7 @@
 // lock released; on a backend failure the memory goes back into the pool, so
 // nothing is ever lost.
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "device/pool_impl.hpp"
@@ -37,8 +38,7 @@ void DevicePool::Impl::release_cached(device::Sync sync) {
       fences.clear();
       for (const auto& a : arenas) {
         if (a == nullptr || a->transition || settled(*a)) continue;
-        const bool releasable = a->expandable ? a->releasable_end() < a->mapped : a->ranges.live_allocations() == 0;
-        if (!releasable) continue;
+        if (!releasable(*a)) continue;
         const FenceId f = fresh_marker(*a->owner);
         if (f != kNoFence && std::find(fences.begin(), fences.end(), f) == fences.end()) fences.push_back(f);
       }
@@ -48,6 +48,14 @@ void DevicePool::Impl::release_cached(device::Sync sync) {
     items = take_releasable();
   }
   give_back(items);
+}
+
+// Whether `a` holds memory a release could give back now.
+bool DevicePool::Impl::releasable(const Arena& a) const {
+  if (!a.expandable) return a.ranges.live_allocations() == 0;
+  std::vector<std::pair<uint64_t, uint64_t>> runs;
+  a.releasable_runs(runs);
+  return !runs.empty();
 }
 
 // Waits for `fences` with the lock released; they stay allocated meanwhile
@@ -83,17 +91,21 @@ std::vector<device::Release> DevicePool::Impl::take_releasable() {
     }
     const auto k = static_cast<size_t>(a.kind);
     if (a.expandable) {
-      const uint64_t end = a.releasable_end();
-      if (end >= a.mapped) continue;
-      device::Release item;
-      item.expandable = &a;
-      item.from = end;
-      item.bytes = a.mapped - end;
-      a.transition = true;  // nobody maps or carves beyond `end` meanwhile
-      a.mapped = end;
-      device::stat_change(stats.reserved_bytes, a.kind, -static_cast<int64_t>(item.bytes));
-      if (end == 0) device::stat_change(stats.segment, a.kind, -1);
-      items.push_back(std::move(item));
+      std::vector<std::pair<uint64_t, uint64_t>> runs;
+      a.releasable_runs(runs);
+      if (runs.empty()) continue;
+      a.transition = true;  // nobody maps granules of this arena meanwhile
+      for (const auto& [first, last] : runs) {
+        const uint64_t runs_before = a.runs;
+        a.set_mapped(first, last, false);
+        device::stat_change(stats.segment, a.kind, static_cast<int64_t>(a.runs) - static_cast<int64_t>(runs_before));
+        device::Release item;
+        item.expandable = &a;
+        item.from = first * a.granule;
+        item.bytes = (last - first) * a.granule;
+        device::stat_change(stats.reserved_bytes, a.kind, -static_cast<int64_t>(item.bytes));
+        items.push_back(std::move(item));
+      }
       continue;
     }
     if (a.ranges.live_allocations() != 0) continue;
@@ -132,9 +144,10 @@ void DevicePool::Impl::give_back(std::vector<device::Release>& items) {
       if (ok) ++stats.num_device_free;
       if (item.expandable != nullptr) {
         Arena& a = *item.expandable;
-        if (!ok) {
-          if (a.mapped == 0) device::stat_change(stats.segment, a.kind, 1);
-          a.mapped = item.from + item.bytes;
+        if (!ok) {  // still mapped: back in the books
+          const uint64_t runs_before = a.runs;
+          a.set_mapped(item.from / a.granule, (item.from + item.bytes) / a.granule, true);
+          device::stat_change(stats.segment, a.kind, static_cast<int64_t>(a.runs) - static_cast<int64_t>(runs_before));
           device::stat_change(stats.reserved_bytes, a.kind, static_cast<int64_t>(item.bytes));
           remapped.push_back(DeviceSegmentEvent{device, a.base + item.from, item.bytes, true});
         }
@@ -174,9 +187,15 @@ void DevicePool::Impl::release_all() {
   for (auto& a : arenas) {
     if (a == nullptr) continue;
     if (a->expandable) {
-      if (a->mapped > 0) {
-        fire_unmap(a->base, a->mapped, true);
-        backend->unmap(device, a->base, 0, a->mapped);
+      for (uint64_t g = 0; g < a->granule_mapped.size();) {
+        if (!a->is_mapped(g)) {
+          ++g;
+          continue;
+        }
+        const uint64_t first = g;
+        while (a->is_mapped(g)) ++g;
+        fire_unmap(a->base + first * a->granule, (g - first) * a->granule, true);
+        backend->unmap(device, a->base, first * a->granule, (g - first) * a->granule);
       }
       backend->unreserve(device, a->base, a->size);
     } else {

@@ -1,8 +1,10 @@
 // unipool device pool: the snapshot, segment by segment. A plain segment is
-// one entry; an expandable arena is one entry for its mapped part [0, mapped).
+// one entry; an expandable arena one entry per run of mapped granules.
 #include <algorithm>
 #include <map>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "device/pool_impl.hpp"
 
@@ -18,40 +20,60 @@ DeviceSnapshot DevicePool::Impl::snapshot() const {
   for (const auto& slot : arenas) {
     if (slot == nullptr) continue;
     const Arena& a = *slot;
-    const uint64_t end = a.expandable ? a.mapped : a.size;
-    if (end == 0) continue;
-    DeviceSegmentInfo seg;
-    seg.device = device;
-    seg.address = reinterpret_cast<uint64_t>(a.base);
-    seg.total_size = end;
-    seg.stream = a.owner->stream;
-    seg.small = a.kind == Kind::small;
-    seg.expandable = a.expandable;
     const auto& named = by_arena[a.id];
-    a.ranges.for_each_range([&](const RangeInfo& r) {
-      if (r.offset >= end) return;
-      DeviceBlockInfo info;
-      info.address = seg.address + r.offset;
-      info.size = std::min(r.offset + r.size, end) - r.offset;
-      if (r.used) {
-        const auto it = named.find(r.offset);
-        if (it != named.end()) {
-          const device::Block& b = *it->second;
-          info.state = b.freed ? DeviceBlockInfo::active_pending_free : DeviceBlockInfo::active_allocated;
-          info.requested_size = b.requested;
-          info.stream = b.stream;
-        } else {
-          // Carved by a thread still mapping its granules: about to be handed out.
-          info.state = DeviceBlockInfo::active_allocated;
-          info.stream = a.owner->stream;
+    std::vector<RangeInfo> ranges;
+    a.ranges.for_each_range([&](const RangeInfo& r) { ranges.push_back(r); });
+    // The segments: the whole plain segment, or each run of mapped granules.
+    std::vector<std::pair<uint64_t, uint64_t>> extents;  // [begin, end) offsets
+    if (!a.expandable) {
+      extents.emplace_back(0, a.size);
+    } else {
+      for (uint64_t g = 0; g < a.granule_mapped.size();) {
+        if (!a.is_mapped(g)) {
+          ++g;
+          continue;
         }
-        seg.active_size += info.size;
-        seg.requested_size += info.requested_size;
-        if (info.state == DeviceBlockInfo::active_allocated) seg.allocated_size += info.size;
+        const uint64_t first = g;
+        while (a.is_mapped(g)) ++g;
+        extents.emplace_back(first * a.granule, g * a.granule);
       }
-      seg.blocks.push_back(info);
-    });
-    snap.segments.push_back(std::move(seg));
+    }
+    size_t next_range = 0;
+    for (const auto& [begin, end] : extents) {
+      DeviceSegmentInfo seg;
+      seg.device = device;
+      seg.address = reinterpret_cast<uint64_t>(a.base) + begin;
+      seg.total_size = end - begin;
+      seg.stream = a.owner->stream;
+      seg.small = a.kind == Kind::small;
+      seg.expandable = a.expandable;
+      while (next_range < ranges.size() && ranges[next_range].offset + ranges[next_range].size <= begin) ++next_range;
+      for (size_t i = next_range; i < ranges.size() && ranges[i].offset < end; ++i) {
+        const RangeInfo& r = ranges[i];
+        const uint64_t lo = std::max(r.offset, begin), hi = std::min(r.offset + r.size, end);
+        DeviceBlockInfo info;
+        info.address = reinterpret_cast<uint64_t>(a.base) + lo;
+        info.size = hi - lo;
+        if (r.used) {
+          const auto it = named.find(r.offset);
+          if (it != named.end()) {
+            const device::Block& b = *it->second;
+            info.state = b.freed ? DeviceBlockInfo::active_pending_free : DeviceBlockInfo::active_allocated;
+            info.requested_size = b.requested;
+            info.stream = b.stream;
+          } else {
+            // Carved by a thread still mapping its granules: about to be handed out.
+            info.state = DeviceBlockInfo::active_allocated;
+            info.stream = a.owner->stream;
+          }
+          seg.active_size += info.size;
+          seg.requested_size += info.requested_size;
+          if (info.state == DeviceBlockInfo::active_allocated) seg.allocated_size += info.size;
+        }
+        seg.blocks.push_back(info);
+      }
+      snap.segments.push_back(std::move(seg));
+    }
   }
   std::sort(snap.segments.begin(), snap.segments.end(),
             [](const DeviceSegmentInfo& x, const DeviceSegmentInfo& y) { return x.address < y.address; });

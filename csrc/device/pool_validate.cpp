@@ -57,20 +57,24 @@ bool DevicePool::Impl::validate(std::string* why) const {
     const StreamState& s = *a.owner;
     if (a.expandable) {
       if (s.expandable[k] != id) return fail(why, "expandable arena not filed under its stream");
-      if (a.mapped % a.granule != 0 || a.mapped > a.size) return fail(why, "expandable end not granule aligned");
-      if (!a.transition) {
-        bool beyond = false;
-        a.ranges.for_each_range([&](const RangeInfo& r) {
-          if (r.used && r.offset + r.size > a.mapped) beyond = true;
-        });
-        if (beyond && a.unpublished == 0) return fail(why, "a used range lies beyond the mapped end");
+      uint64_t mapped = 0, runs = 0;
+      for (uint64_t g = 0; g < a.granule_mapped.size(); ++g) {
+        if (!a.is_mapped(g)) continue;
+        mapped += a.granule;
+        if (g == 0 || !a.is_mapped(g - 1)) ++runs;
       }
+      if (mapped != a.mapped || runs != a.runs) return fail(why, "expandable arena's mapped bytes or runs miscounted");
+      bool unbacked = false;
+      a.ranges.for_each_range([&](const RangeInfo& r) {
+        if (r.used && !a.range_mapped(r.offset, r.size)) unbacked = true;
+      });
+      if (unbacked && a.unpublished == 0) return fail(why, "a used range lies on unmapped granules");
     } else {
       if (std::find(s.arenas[k].begin(), s.arenas[k].end(), id) == s.arenas[k].end()) {
         return fail(why, "segment not filed under its owner stream");
       }
     }
-    if (a.reserved_bytes() > 0) add(a.kind, &Recount::segment, 1);
+    add(a.kind, &Recount::segment, a.expandable ? static_cast<int64_t>(a.runs) : 1);
     add(a.kind, &Recount::reserved_bytes, static_cast<int64_t>(a.reserved_bytes()));
     add(a.kind, &Recount::inactive_split, a.split_count());
     add(a.kind, &Recount::inactive_split_bytes, a.split_bytes());

@@ -49,29 +49,54 @@ TEST_P(DevicePoolStreams, PendingFenceHoldsTheBlockBack) {
 }
 
 TEST_P(DevicePoolStreams, CrossStreamTakeOverWaitsForTheOwner) {
-  // A device that holds one segment's worth (plain) or 10 MiB, so B cannot grow.
-  SimPool small(GetParam(), GetParam() ? 10 * kMiB : 20 * kMiB);
+  // A device that holds one segment (plain) or 8 MiB (expandable), so B cannot
+  // grow; and a free block that covers no whole granule, so a release cannot help.
+  SimPool small(GetParam(), GetParam() ? 8 * kMiB : 20 * kMiB);
   DevicePool& pool2 = *small.pool;
-  void* x1 = pool2.allocate(4 * kMiB, kStreamA);
-  void* x2 = pool2.allocate(4 * kMiB, kStreamA);
+  ManualFenceSource& fences2 = small.backend->manual_fences();
+  const uint64_t size = 3 * kMiB / 2;
+  void* x1 = pool2.allocate(size, kStreamA);
+  void* x2 = pool2.allocate(6 * kMiB, kStreamA);
   pool2.deallocate(x1);  // free on A; A's work may still use it
-  EXPECT_THROW(pool2.allocate(4 * kMiB, kStreamB), OutOfMemoryError);  // A not known to be past it
+  EXPECT_THROW(pool2.allocate(size, kStreamB), OutOfMemoryError);  // A not known to be past it
   EXPECT_EQ(pool2.stats().num_ooms, 1);
-  small.backend->manual_fences().complete_stream(kStreamA);  // A's marker completes
-  void* y = pool2.allocate(4 * kMiB, kStreamB);
+  fences2.complete_stream(kStreamA);  // A's marker completes
+  void* y = pool2.allocate(size, kStreamB);
   EXPECT_EQ(y, x1);  // taken over from A
-  const uint64_t before = small.backend->manual_fences().outstanding();
+  const uint64_t before = fences2.outstanding();
   pool2.deallocate(y);  // B used memory A owns: a fence on B
-  EXPECT_EQ(small.backend->manual_fences().outstanding(), before + 1);
-  void* z = pool2.allocate(2 * kMiB, kStreamA);
-  EXPECT_NE(z, x1);  // A may not reuse it before B's fence
-  small.backend->manual_fences().complete_stream(kStreamB);
-  pool2.deallocate(z);
-  void* w = pool2.allocate(4 * kMiB, kStreamA);
+  EXPECT_EQ(fences2.outstanding(), before + 1);
+  if (GetParam()) {
+    // Only x1's place could hold it without growing: A may not have it yet.
+    EXPECT_THROW(pool2.allocate(size, kStreamA), OutOfMemoryError);
+  } else {
+    void* z = pool2.allocate(size, kStreamA);
+    EXPECT_NE(z, x1);  // A may not reuse it before B's fence
+    pool2.deallocate(z);
+  }
+  fences2.complete_stream(kStreamB);
+  void* w = pool2.allocate(size, kStreamA);
   EXPECT_EQ(w, x1);
   for (void* p : {w, x2}) pool2.deallocate(p);
   EXPECT_POOL_VALID(pool2);
   expect_stats_match_snapshot(pool2);
+}
+
+TEST(DevicePoolStreamsExpandable, OomPathUnmapsAnotherStreamsFreeGranules) {
+  SimPool sim(true, 8 * kMiB);
+  DevicePool& pool = *sim.pool;
+  void* x1 = pool.allocate(4 * kMiB, kStreamA);
+  void* x2 = pool.allocate(4 * kMiB, kStreamA);
+  pool.deallocate(x1);  // two whole free granules inside A's mapped memory
+  void* y = pool.allocate(4 * kMiB, kStreamB);  // waits for A, unmaps them, maps B's
+  const DeviceStats s = pool.stats();
+  EXPECT_EQ(s.num_alloc_retries, 1);
+  EXPECT_EQ(s.num_device_free, 1);
+  EXPECT_EQ(s.segment[0].current, 2);  // A's run [4, 8) MiB and B's
+  EXPECT_EQ(sim.backend->mapped_bytes(0), 8 * kMiB);
+  for (void* p : {x2, y}) pool.deallocate(p);
+  EXPECT_POOL_VALID(pool);
+  expect_stats_match_snapshot(pool);
 }
 
 TEST(DevicePoolStreamsPlain, IdleSegmentChangesOwner) {

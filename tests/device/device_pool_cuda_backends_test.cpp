@@ -1,0 +1,266 @@
+// The device pool on the real CUDA backend code (cuda_malloc, cuda_vmm with
+// and without expandable segments, nccl) run against the fake CUDA runtime:
+// stream ordering with CUDA events, OOM retry and text, a failure injected at
+// every CUDA call in turn, expandable growth and release, segment hooks,
+// stats against the snapshot, threads.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cuda/cuda_backends.hpp"
+#include "backend/fake_cuda_fixture.hpp"
+#include "device_test_support.hpp"
+#include "support/rng.hpp"
+#include "support/test_scale.hpp"
+
+namespace unipool::test {
+namespace {
+
+struct Variant {
+  const char* backend;
+  bool expandable;
+};
+void PrintTo(const Variant& v, std::ostream* os) { *os << v.backend << (v.expandable ? " expandable" : ""); }
+
+class DevicePoolOnFakeCuda : public FakeCudaTest, public ::testing::WithParamInterface<Variant> {
+ protected:
+  fake::Config config() const override {
+    fake::Config c;
+    c.device_count = 2;
+    c.capacity = 96 * kMiB;
+    return c;
+  }
+  void SetUp() override {
+    FakeCudaTest::SetUp();
+    ASSERT_EQ(cudaStreamCreate(&s1), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&s2), cudaSuccess);
+    pool = make_pool(0);
+  }
+  void TearDown() override {
+    pool.reset();
+    EXPECT_EQ(cudaStreamDestroy(s1), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(s2), cudaSuccess);
+    (void)cudaGetLastError();
+    FakeCudaTest::TearDown();
+  }
+  std::unique_ptr<DevicePool> make_pool(int device) {
+    std::shared_ptr<DeviceBackend> backend = backend::make_cuda_backend(GetParam().backend);
+    DevicePoolConfig c;
+    c.expandable_segments = GetParam().expandable ? 1 : 0;
+    return std::make_unique<DevicePool>(backend, device, c);
+  }
+  StreamHandle h1() const { return reinterpret_cast<StreamHandle>(s1); }
+  StreamHandle h2() const { return reinterpret_cast<StreamHandle>(s2); }
+
+  cudaStream_t s1 = nullptr, s2 = nullptr;
+  std::unique_ptr<DevicePool> pool;
+};
+
+TEST_P(DevicePoolOnFakeCuda, StreamOrderedReuse) {
+  void* p = pool->allocate(4 * kMiB, h1());
+  pool->deallocate(p);
+  void* q = pool->allocate(4 * kMiB, h1());
+  EXPECT_EQ(q, p);  // same stream: at once
+  pool->record_stream(q, h2());
+  pool->deallocate(q);  // a CUDA event on s2
+  void* r = pool->allocate(4 * kMiB, h1());
+  EXPECT_NE(r, p);
+  fake::complete_stream(h2());
+  pool->deallocate(r);
+  void* again = pool->allocate(4 * kMiB, h1());
+  EXPECT_EQ(again, p);
+  pool->deallocate(again);
+  EXPECT_POOL_VALID(*pool);
+  expect_stats_match_snapshot(*pool);
+}
+
+TEST_P(DevicePoolOnFakeCuda, OomRetryAndErrorText) {
+  void* a = pool->allocate(40 * kMiB, h1());
+  void* b = pool->allocate(40 * kMiB, h1());
+  try {
+    pool->allocate(40 * kMiB, h1());
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("Tried to allocate 40.00 MiB"), std::string::npos) << text;
+    EXPECT_NE(text.find("80.00 MiB is allocated"), std::string::npos) << text;
+    EXPECT_NE(text.find("total capacity of 96.00 MiB"), std::string::npos) << text;
+  }
+  EXPECT_EQ(pool->stats().num_ooms, 1);
+  pool->deallocate(a);
+  void* c = pool->allocate(50 * kMiB, h2());  // releases s1's cached 40 MiB, retries
+  EXPECT_GE(pool->stats().num_alloc_retries, 2);
+  for (void* p : {b, c}) pool->deallocate(p);
+  EXPECT_POOL_VALID(*pool);
+}
+
+TEST_P(DevicePoolOnFakeCuda, EmptyCacheGivesEverythingBack) {
+  std::vector<void*> blocks;
+  for (const uint64_t size : {uint64_t{512}, uint64_t{70000}, 3 * kMiB, 25 * kMiB}) {
+    blocks.push_back(pool->allocate(size, h1()));
+    blocks.push_back(pool->allocate(size, h2()));
+  }
+  pool->record_stream(blocks[0], h2());
+  for (void* p : blocks) pool->deallocate(p);
+  EXPECT_GT(fake::live_bytes(0), 0u);
+  pool->empty_cache();  // synchronizes the events it needs
+  EXPECT_EQ(fake::live_bytes(0), 0u);
+  EXPECT_EQ(fake::mapped_bytes(0), 0u);
+  EXPECT_EQ(pool->stats().reserved_bytes[0].current, 0);
+  EXPECT_POOL_VALID(*pool);
+}
+
+TEST_P(DevicePoolOnFakeCuda, HooksOncePerMapAndUnmap) {
+  int64_t bytes = 0;
+  int maps = 0, unmaps = 0;
+  pool->set_segment_hooks({[&](const DeviceSegmentEvent& e) {
+                             ++maps;
+                             bytes += static_cast<int64_t>(e.bytes);
+                           },
+                           [&](const DeviceSegmentEvent& e) {
+                             ++unmaps;
+                             bytes -= static_cast<int64_t>(e.bytes);
+                           }});
+  std::vector<void*> blocks;
+  for (int i = 1; i <= 12; ++i) blocks.push_back(pool->allocate(static_cast<uint64_t>(i) * 700 * 1024, h1()));
+  EXPECT_EQ(bytes, pool->stats().reserved_bytes[0].current);
+  for (void* p : blocks) pool->deallocate(p);
+  pool->empty_cache();
+  EXPECT_EQ(bytes, 0);
+  EXPECT_EQ(maps, pool->stats().num_device_alloc);
+  EXPECT_EQ(unmaps, pool->stats().num_device_free);
+}
+
+// The scenario every injected failure runs through.
+void scenario(DevicePool& pool, StreamHandle a, StreamHandle b) {
+  std::vector<void*> live;
+  auto alloc = [&](uint64_t bytes, StreamHandle s) {
+    try {
+      live.push_back(pool.allocate(bytes, s));
+    } catch (const OutOfMemoryError&) {
+    }
+  };
+  alloc(3000, a);
+  alloc(5 * kMiB, a);
+  alloc(30 * kMiB, b);
+  alloc(600 * 1024, b);
+  if (live.size() > 2) pool.record_stream(live[2], a);
+  while (live.size() > 1) {
+    pool.deallocate(live.back());
+    live.pop_back();
+  }
+  pool.empty_cache();
+  alloc(50 * kMiB, b);
+  alloc(40 * kMiB, a);  // the OOM path
+  fake::complete_all_events();
+  for (void* p : live) pool.deallocate(p);
+  pool.empty_cache();
+}
+
+TEST_P(DevicePoolOnFakeCuda, EveryCudaCallFailsInTurn) {
+  const uint64_t before = fake::total_calls();
+  scenario(*pool, h1(), h2());
+  const uint64_t calls = fake::total_calls() - before;
+  ASSERT_GT(calls, 5u);
+  for (uint64_t k = 1; k <= calls; ++k) {
+    SCOPED_TRACE("failing CUDA call #" + std::to_string(k));
+    pool.reset();
+    pool = make_pool(0);
+    fake::inject(fake::Fault{"*", k});
+    scenario(*pool, h1(), h2());
+    const std::string failed = fake::last_fault();
+    SCOPED_TRACE("the failed call: " + failed);
+    fake::clear_faults();
+    (void)cudaGetLastError();
+    EXPECT_POOL_VALID(*pool);
+    expect_stats_match_snapshot(*pool);
+    fake::complete_all_events();
+    pool->empty_cache();
+    EXPECT_EQ(pool->stats().reserved_bytes[0].current, 0);
+    void* p = pool->allocate(80 * kMiB, h1());  // still usable to the device's size
+    pool->deallocate(p);
+    pool->empty_cache();
+    // (cuda_vmm retries a handle whose cuMemRelease failed at its next call.)
+    EXPECT_EQ(fake::live_bytes(0), 0u);
+  }
+}
+
+TEST_P(DevicePoolOnFakeCuda, RandomOperationsKeepExactBooks) {
+  Rng rng(42);
+  std::vector<void*> live;
+  const StreamHandle streams[] = {h1(), h2()};
+  const uint64_t steps = scaled(1500, 200);
+  for (uint64_t step = 0; step < steps; ++step) {
+    const uint64_t op = rng.below(100);
+    if (op < 55 || live.empty()) {
+      const uint64_t size = rng.chance(0.6) ? rng.log_uniform(1, kMiB) : rng.log_uniform(kMiB, 24 * kMiB);
+      try {
+        live.push_back(pool->allocate(size, streams[rng.below(2)]));
+      } catch (const OutOfMemoryError&) {
+      }
+    } else if (op < 92) {
+      const uint64_t i = rng.below(live.size());
+      pool->deallocate(live[i]);
+      live[i] = live.back();
+      live.pop_back();
+    } else if (op < 96) {
+      pool->record_stream(live[rng.below(live.size())], streams[rng.below(2)]);
+    } else if (op < 99) {
+      fake::complete_stream(streams[rng.below(2)]);
+    } else {
+      pool->empty_cache();
+    }
+    std::string why;
+    ASSERT_TRUE(pool->validate(&why)) << why;
+    if (step % 50 == 0) expect_stats_match_snapshot(*pool);
+  }
+  for (void* p : live) pool->deallocate(p);
+  pool->empty_cache();
+  EXPECT_EQ(fake::live_bytes(0), 0u);
+}
+
+TEST_P(DevicePoolOnFakeCuda, ThreadsOnTwoDevices) {
+  std::unique_ptr<DevicePool> second = make_pool(1);
+  const uint64_t ops = scaled(3000, 200);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      DevicePool& p = t % 2 ? *second : *pool;
+      Rng rng(9 + static_cast<uint64_t>(t));
+      const StreamHandle s = t < 2 ? h1() : h2();
+      std::vector<void*> live;
+      for (uint64_t i = 0; i < ops; ++i) {
+        if (live.size() < 8 && (live.empty() || rng.chance(0.5))) {
+          try {
+            live.push_back(p.allocate(rng.log_uniform(1, 4 * kMiB), s));
+          } catch (const OutOfMemoryError&) {
+          }
+        } else {
+          const uint64_t k = rng.below(live.size());
+          p.deallocate(live[k]);
+          live[k] = live.back();
+          live.pop_back();
+        }
+      }
+      for (void* q : live) p.deallocate(q);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_POOL_VALID(*pool);
+  EXPECT_POOL_VALID(*second);
+  second.reset();
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DevicePoolOnFakeCuda,
+                         ::testing::Values(Variant{"cuda_malloc", false}, Variant{"cuda_vmm", true},
+                                           Variant{"cuda_vmm", false}, Variant{"nccl", false}),
+                         [](const auto& info) {
+                           return std::string(info.param.backend) + (info.param.expandable ? "_expandable" : "");
+                         });
+
+}  // namespace
+}  // namespace unipool::test
