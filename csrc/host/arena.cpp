@@ -5,6 +5,7 @@
 #include <new>
 
 #include "backend/host_pinner.hpp"
+#include "host/leak_roots.hpp"
 #include "host/thread_state.hpp"
 
 namespace unipool::host {
@@ -38,9 +39,11 @@ bool Arena::init(const ArenaSettings& settings) noexcept {
   // The range allocator keeps its nodes in std::vectors; under a malloc
   // replacement those allocations are served on the side (thread_state.hpp).
   InternalScope internal;
+  add_leak_root(meta_, sizeof(RangeAllocator));
   try {
     ranges_ = new (meta_) RangeAllocator(0, options);
   } catch (...) {
+    remove_leak_root(meta_, sizeof(RangeAllocator));
     backend::os::release(base_, reserved_);
     backend::os::unmap_metadata(meta_, meta_bytes_);
     base_ = nullptr;
@@ -62,6 +65,7 @@ void Arena::destroy(const ArenaSettings& settings) noexcept {
     InternalScope internal;
     ranges_->~RangeAllocator();
   }
+  remove_leak_root(meta_, sizeof(RangeAllocator));
   backend::os::unmap_metadata(meta_, meta_bytes_);
   *this = Arena{};
 }

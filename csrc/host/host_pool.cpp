@@ -10,6 +10,7 @@
 
 #include "backend/os/os_memory.hpp"
 #include "host/engine_fast.hpp"
+#include "host/leak_roots.hpp"
 
 namespace unipool {
 
@@ -28,9 +29,11 @@ const char* to_string(HostPinningState s) noexcept {
 HostPool::HostPool(const HostPoolConfig& config) {
   void* memory = backend::os::map_metadata(sizeof(host::Engine));
   if (memory == nullptr) throw std::bad_alloc();
+  host::add_leak_root(memory, sizeof(host::Engine));
   try {
     engine_ = new (memory) host::Engine(config);
   } catch (...) {
+    host::remove_leak_root(memory, sizeof(host::Engine));
     backend::os::unmap_metadata(memory, sizeof(host::Engine));
     throw;
   }
@@ -38,6 +41,7 @@ HostPool::HostPool(const HostPoolConfig& config) {
 
 HostPool::~HostPool() {
   engine_->~Engine();
+  host::remove_leak_root(engine_, sizeof(host::Engine));
   backend::os::unmap_metadata(engine_, sizeof(host::Engine));
 }
 
