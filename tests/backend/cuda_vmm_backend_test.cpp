@@ -4,9 +4,12 @@
 
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "backend/cuda/cuda_backends.hpp"
 #include "fake_cuda_fixture.hpp"
+#include "support/test_scale.hpp"
 
 namespace unipool::test {
 namespace {
@@ -209,6 +212,32 @@ TEST_F(CudaVmm, DestructionReturnsWhatThePoolLeft) {
   backend.reset();
   EXPECT_TRUE(fake::leaks().clean()) << fake::leaks().describe();
   EXPECT_EQ(fake::current_device(), 0);
+}
+
+TEST_F(CudaVmm, ThreadsGrowAndShrinkTheirOwnSegments) {
+  const uint64_t rounds = scaled(100, 5);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      const int device = t % 2;
+      void* base = nullptr;
+      ASSERT_TRUE(backend->reserve(device, 4 * kGranule, &base).is_ok());
+      for (uint64_t i = 0; i < rounds; ++i) {
+        const uint64_t at = (i % 3) * kGranule;
+        ASSERT_TRUE(backend->map(device, base, at, kGranule).is_ok());
+        static_cast<char*>(base)[at] = static_cast<char>(t);
+        void* plain = nullptr;
+        ASSERT_TRUE(backend->allocate(device, fake::kMiB, &plain).is_ok());
+        ASSERT_TRUE(backend->deallocate(device, plain, fake::kMiB).is_ok());
+        ASSERT_TRUE(backend->unmap(device, base, at, kGranule).is_ok());
+      }
+      ASSERT_TRUE(backend->unreserve(device, base, 4 * kGranule).is_ok());
+      EXPECT_EQ(fake::current_device(), 0);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(fake::live_bytes(0) + fake::live_bytes(1), 0u);
+  EXPECT_EQ(fake::reserved_bytes(), 0u);
 }
 
 TEST_F(CudaVmm, WithoutTheDriverApiItSaysSo) {
