@@ -43,8 +43,12 @@ CudaVmmBackend::CudaVmmBackend() : api_(DriverApi::resolve()) {
     int supported = 0;
     if (api_.device_get(&device, ordinal) != CUDA_SUCCESS ||
         api_.device_get_attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device) !=
-            CUDA_SUCCESS ||
-        supported == 0) {
+            CUDA_SUCCESS) {
+      unsupported_ = intern("unipool cuda_vmm: the driver did not say whether device " + std::to_string(ordinal) +
+                            " supports virtual memory management");
+      return;
+    }
+    if (supported == 0) {
       unsupported_ = intern("unipool cuda_vmm: device " + std::to_string(ordinal) +
                             " does not support virtual memory management");
       return;
@@ -189,15 +193,16 @@ BackendStatus CudaVmmBackend::runtime_deallocate(int device, void* ptr) {
 BackendStatus CudaVmmBackend::reserve(int device, uint64_t bytes, void** base) {
   if (base == nullptr) return usage_error("unipool cuda_vmm: reserve needs an output");
   *base = nullptr;
+  if (BackendStatus status = usable(); !status.is_ok()) return status;
   std::lock_guard lock(mutex_);
   retry_orphans_locked();
-  if (BackendStatus status = usable(); !status.is_ok()) return status;
   DeviceGuard guard(device);
   if (!guard.ok()) return guard.status();
   return reserve_locked(device, bytes, false, base);
 }
 
 BackendStatus CudaVmmBackend::map(int device, void* base, uint64_t offset, uint64_t bytes) {
+  if (BackendStatus status = usable(); !status.is_ok()) return status;
   std::lock_guard lock(mutex_);
   retry_orphans_locked();
   BackendStatus why;
@@ -212,6 +217,7 @@ BackendStatus CudaVmmBackend::map(int device, void* base, uint64_t offset, uint6
 }
 
 BackendStatus CudaVmmBackend::unmap(int device, void* base, uint64_t offset, uint64_t bytes) {
+  if (BackendStatus status = usable(); !status.is_ok()) return status;
   std::lock_guard lock(mutex_);
   retry_orphans_locked();
   BackendStatus why;
@@ -226,6 +232,7 @@ BackendStatus CudaVmmBackend::unmap(int device, void* base, uint64_t offset, uin
 }
 
 BackendStatus CudaVmmBackend::unreserve(int device, void* base, uint64_t bytes) {
+  if (BackendStatus status = usable(); !status.is_ok()) return status;
   std::lock_guard lock(mutex_);
   retry_orphans_locked();
   BackendStatus why;
