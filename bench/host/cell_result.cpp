@@ -24,6 +24,7 @@ nlohmann::json to_json(const CellResult& r) {
       {"peak_requested_bytes", r.peak_requested_bytes},
       {"rss_over_requested", r.rss_over_requested},
       {"timer_overhead_ns", r.timer_overhead_ns},
+      {"cpu_share", r.cpu_share},
   };
 }
 
@@ -48,6 +49,7 @@ CellResult cell_from_json(const nlohmann::json& j) {
   r.peak_requested_bytes = j.at("peak_requested_bytes").get<uint64_t>();
   r.rss_over_requested = j.at("rss_over_requested").get<double>();
   r.timer_overhead_ns = j.at("timer_overhead_ns").get<double>();
+  r.cpu_share = j.at("cpu_share").get<double>();
   return r;
 }
 

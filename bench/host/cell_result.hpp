@@ -24,10 +24,13 @@ struct CellResult {
   uint64_t peak_rss_bytes = 0;      // getrusage ru_maxrss of the whole process
   uint64_t baseline_rss_bytes = 0;  // resident just before the clock started
   uint64_t page_faults = 0;         // minor + major, during the run
-  uint64_t peak_requested_bytes = 0;  // sum over threads of each one's peak live request
+  uint64_t peak_requested_bytes = 0;  // peak of live requested bytes, all threads at once
   double usable_over_requested = 0;   // malloc_usable_size / request, timed calls
   double rss_over_requested = 0;      // (peak - baseline RSS) / peak requested
   double timer_overhead_ns = 0;
+  // cpu_s / (wall_s * min(threads, CPUs)): near 1 when the run had its CPUs
+  // to itself; well below when other work on the machine took them.
+  double cpu_share = 0;
 };
 
 nlohmann::json to_json(const CellResult& r);

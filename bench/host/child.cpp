@@ -48,7 +48,6 @@ void summarize(CellResult& r, const std::vector<Worker>& workers) {
     alloc_ticks.merge(w.tally.alloc_ticks);
     free_ticks.merge(w.tally.free_ticks);
     r.ops += w.tally.allocs + w.tally.frees;
-    r.peak_requested_bytes += w.tally.peak_requested;
     requested += w.tally.sampled_requested;
     usable += w.tally.sampled_usable;
   }
@@ -74,17 +73,19 @@ int run_child(const ChildArgs& args) {
 
   const unsigned n = args.threads;
   std::vector<Worker> workers(n);
+  LiveBoard board(n);
   std::barrier ready(static_cast<std::ptrdiff_t>(n) + 1);
   std::barrier go(static_cast<std::ptrdiff_t>(n) + 1);
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < n; ++t) {
     threads.emplace_back([&, t] {
       auto work = make_thread_work(args.workload, args.quick, t);
-      Meter meter(info->sample_period);
+      Meter meter(info->sample_period, board, t);
       ready.arrive_and_wait();
       go.arrive_and_wait();
       work->run(meter);
       workers[t].end_ns = monotonic_ns();
+      board.sample();
       workers[t].tally = meter.tally();
     });
   }
@@ -106,6 +107,7 @@ int run_child(const ChildArgs& args) {
   r.wall_s = static_cast<double>(end_ns - start_ns) * 1e-9;
   r.cpu_s = cpu_seconds(after) - cpu_seconds(before);
   summarize(r, workers);
+  r.peak_requested_bytes = board.peak();
   r.ops_per_s = r.wall_s > 0 ? static_cast<double>(r.ops) / r.wall_s : 0.0;
   r.ops_per_cpu_s = r.cpu_s > 0 ? static_cast<double>(r.ops) / r.cpu_s : 0.0;
   r.peak_rss_bytes = static_cast<uint64_t>(after.ru_maxrss) * 1024;
@@ -114,6 +116,8 @@ int run_child(const ChildArgs& args) {
   r.rss_over_requested =
       r.peak_requested_bytes ? static_cast<double>(grown) / static_cast<double>(r.peak_requested_bytes) : 0.0;
   r.timer_overhead_ns = timer_overhead_ns();
+  const auto cpus = static_cast<double>(std::min<long>(n, sysconf(_SC_NPROCESSORS_ONLN)));
+  r.cpu_share = r.wall_s > 0 ? r.cpu_s / (r.wall_s * cpus) : 0.0;
 
   std::printf("%s\n", to_json(r).dump().c_str());
   std::fflush(stdout);

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "latency_histogram.hpp"
+#include "live_board.hpp"
 #include "tsc_clock.hpp"
 
 namespace host_bench {
@@ -29,12 +30,12 @@ struct ThreadTally {
   uint64_t sampled_requested = 0;  // over timed allocations only
   uint64_t sampled_usable = 0;
   uint64_t live_requested = 0;
-  uint64_t peak_requested = 0;
 };
 
 class Meter {
  public:
-  explicit Meter(uint32_t sample_period) : period_(sample_period), alloc_left_(1), free_left_(1) {}
+  Meter(uint32_t sample_period, LiveBoard& board, unsigned thread)
+      : period_(sample_period), alloc_left_(1), free_left_(1), board_(board), thread_(thread) {}
 
   void* alloc(size_t n) {
     void* p;
@@ -79,6 +80,7 @@ class Meter {
     }
     ++tally_.frees;
     tally_.live_requested -= n;
+    board_.publish(thread_, tally_.live_requested);
   }
 
   const ThreadTally& tally() const { return tally_; }
@@ -95,7 +97,8 @@ class Meter {
     touch(static_cast<unsigned char*>(p), n);
     ++tally_.allocs;
     tally_.live_requested += n;
-    if (tally_.live_requested > tally_.peak_requested) tally_.peak_requested = tally_.live_requested;
+    board_.publish(thread_, tally_.live_requested);
+    if ((tally_.allocs & 1023) == 0) board_.sample();
     return p;
   }
 
@@ -109,6 +112,8 @@ class Meter {
   uint32_t period_;
   uint32_t alloc_left_;
   uint32_t free_left_;
+  LiveBoard& board_;
+  unsigned thread_;
   ThreadTally tally_;
 };
 

@@ -55,8 +55,8 @@ std::vector<unsigned> thread_counts(const std::vector<CellResult>& rs, const std
 
 void print_general(std::ostream& out, const std::vector<CellResult>& rs, const std::string& workload) {
   out << "| allocator | threads | Mops/s | vs glibc | vs mimalloc | Mops/CPU-s | alloc p50 ns | alloc p99 ns "
-         "| free p50 ns | free p99 ns | peak RSS MiB | page faults | usable/req |\n"
-      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+         "| free p50 ns | free p99 ns | peak RSS MiB | page faults | usable/req | CPU share |\n"
+      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const unsigned t : thread_counts(rs, workload)) {
     const CellResult* glibc = find(rs, "glibc", workload, t);
     const CellResult* mi = find(rs, "mimalloc", workload, t);
@@ -67,7 +67,7 @@ void print_general(std::ostream& out, const std::vector<CellResult>& rs, const s
           << " | " << fmt("%.2f", r.ops_per_cpu_s / 1e6) << " | " << fmt("%.0f", r.p50_alloc_ns) << " | " << fmt("%.0f", r.p99_alloc_ns) << " | "
           << fmt("%.0f", r.p50_free_ns) << " | " << fmt("%.0f", r.p99_free_ns) << " | "
           << fmt("%.1f", static_cast<double>(r.peak_rss_bytes) / (1 << 20)) << " | " << r.page_faults << " | "
-          << fmt("%.3f", r.usable_over_requested) << " |\n";
+          << fmt("%.3f", r.usable_over_requested) << " | " << fmt("%.2f", r.cpu_share) << " |\n";
     }
   }
 }
@@ -75,8 +75,8 @@ void print_general(std::ostream& out, const std::vector<CellResult>& rs, const s
 // Section 4 reports work per CPU-second and memory per requested byte.
 void print_thread_cache_study(std::ostream& out, const std::vector<CellResult>& rs, const std::string& workload) {
   out << "| allocator | threads | Mops/s | Mops/CPU-s | vs glibc | vs mimalloc | peak RSS MiB | peak requested MiB "
-         "| RSS/requested | page faults | alloc p99 ns | free p99 ns |\n"
-      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+         "| RSS/requested | page faults | alloc p99 ns | free p99 ns | CPU share |\n"
+      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const unsigned t : thread_counts(rs, workload)) {
     const CellResult* glibc = find(rs, "glibc", workload, t);
     const CellResult* mi = find(rs, "mimalloc", workload, t);
@@ -88,7 +88,7 @@ void print_thread_cache_study(std::ostream& out, const std::vector<CellResult>& 
           << fmt("%.1f", static_cast<double>(r.peak_rss_bytes) / (1 << 20)) << " | "
           << fmt("%.1f", static_cast<double>(r.peak_requested_bytes) / (1 << 20)) << " | "
           << fmt("%.3f", r.rss_over_requested) << " | " << r.page_faults << " | " << fmt("%.0f", r.p99_alloc_ns)
-          << " | " << fmt("%.0f", r.p99_free_ns) << " |\n";
+          << " | " << fmt("%.0f", r.p99_free_ns) << " | " << fmt("%.2f", r.cpu_share) << " |\n";
     }
   }
 }
@@ -103,6 +103,15 @@ struct TargetPrinter {
   }
 };
 
+// The same comparison per CPU-second, which other load on the machine
+// disturbs far less than wall-clock ops/s.
+std::string per_cpu(const CellResult* u, const CellResult* a, const CellResult* b) {
+  std::string s = " (per CPU-s: unipool " + fmt("%.2f", u->ops_per_cpu_s / 1e6) + ", " + a->allocator + " " +
+                  fmt("%.2f", a->ops_per_cpu_s / 1e6);
+  if (b != nullptr) s += ", " + b->allocator + " " + fmt("%.2f", b->ops_per_cpu_s / 1e6);
+  return s + ")";
+}
+
 void throughput_targets(TargetPrinter& tp, const std::vector<CellResult>& rs) {
   for (const unsigned t : {1u, 2u}) {
     const CellResult* u = find(rs, "unipool", "mid_mt", t);
@@ -111,7 +120,8 @@ void throughput_targets(TargetPrinter& tp, const std::vector<CellResult>& rs) {
     if (u && mi && g) {
       tp.line(u->ops_per_s >= mi->ops_per_s && u->ops_per_s >= 2 * g->ops_per_s,
               "mid_mt x" + std::to_string(t) + ": unipool " + fmt("%.2f", u->ops_per_s / 1e6) + " Mops/s; mimalloc " +
-                  fmt("%.2f", mi->ops_per_s / 1e6) + ", 2x glibc " + fmt("%.2f", 2 * g->ops_per_s / 1e6));
+                  fmt("%.2f", mi->ops_per_s / 1e6) + ", 2x glibc " + fmt("%.2f", 2 * g->ops_per_s / 1e6) +
+                  per_cpu(u, mi, g));
     }
   }
   for (const char* w : {"rl_small", "rl_medium", "fragmentation_mix", "alignment64"}) {
@@ -126,7 +136,8 @@ void throughput_targets(TargetPrinter& tp, const std::vector<CellResult>& rs) {
       }
       tp.line(u->ops_per_s >= best->ops_per_s,
               std::string(w) + " x" + std::to_string(t) + " ops/s: unipool " + fmt("%.2f", u->ops_per_s / 1e6) +
-                  " M; best peer " + best->allocator + " " + fmt("%.2f", best->ops_per_s / 1e6) + " M");
+                  " M; best peer " + best->allocator + " " + fmt("%.2f", best->ops_per_s / 1e6) + " M" +
+                  per_cpu(u, best, nullptr));
       tp.line(u->p99_alloc_ns <= mi->p99_alloc_ns,
               std::string(w) + " x" + std::to_string(t) + " p99 alloc: unipool " + fmt("%.0f", u->p99_alloc_ns) +
                   " ns; mimalloc " + fmt("%.0f", mi->p99_alloc_ns) + " ns");
@@ -161,7 +172,7 @@ void hakmem_targets(TargetPrinter& tp, const std::vector<CellResult>& rs) {
       if (!u || !g) continue;
       tp.line(u->ops_per_s > g->ops_per_s, std::string(w) + " x" + std::to_string(t) + " ops/s: unipool " +
                                                fmt("%.2f", u->ops_per_s / 1e6) + " M; glibc " +
-                                               fmt("%.2f", g->ops_per_s / 1e6) + " M");
+                                               fmt("%.2f", g->ops_per_s / 1e6) + " M" + per_cpu(u, g, nullptr));
       tp.line(u->page_faults <= g->page_faults, std::string(w) + " x" + std::to_string(t) + " page faults: unipool " +
                                                     std::to_string(u->page_faults) + "; glibc " +
                                                     std::to_string(g->page_faults));
