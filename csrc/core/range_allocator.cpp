@@ -6,6 +6,7 @@
 #include <bit>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "core/size_bins.hpp"
 
@@ -13,20 +14,26 @@ namespace unipool {
 
 using core::bin_of;
 using core::group_of;
-using core::kBinCount;
-using core::kGroupCount;
 using core::kMantissaBits;
 using core::slot_of;
+
+static_assert(RangeAllocator::kBinCount == core::kBinCount &&
+              RangeAllocator::kGroupCount == core::kGroupCount);
 
 namespace {
 
 // Sizes and capacities stay below 2^62 so that rounding and alignment slack
-// can never overflow 64 bits.
+// can never overflow 64 bits, and a size fits Node::size's 62 bits.
 constexpr uint64_t kMaxBytes = uint64_t{1} << 62;
+constexpr uint64_t kMaxPoolAlignment = uint64_t{1} << 31;  // padding is 32-bit
 
 constexpr uint64_t align_up(uint64_t value, uint64_t alignment) noexcept {
   return (value + alignment - 1) & ~(alignment - 1);
 }
+
+// Node::size is a 62-bit field; every size is checked against kMaxBytes
+// first, and the mask (written at each store) tells the compiler so.
+constexpr uint64_t kSizeMask = kMaxBytes - 1;
 
 constexpr uint64_t make_handle(uint32_t node, uint32_t generation) noexcept {
   return (uint64_t{generation} << 32) | node;
@@ -41,12 +48,14 @@ RangeAllocation failure(Status why) noexcept {
 }  // namespace
 
 RangeAllocator::RangeAllocator(uint64_t capacity, RangeAllocatorOptions options)
-    : options_(options), leaf_mask_(kGroupCount, 0), bin_head_(kBinCount, kNone) {
-  if (!std::has_single_bit(options_.alignment)) {
+    : options_(options) {
+  if (!std::has_single_bit(options_.alignment) || options_.alignment > kMaxPoolAlignment) {
     throw std::invalid_argument("unipool::RangeAllocator: alignment " +
                                 std::to_string(options_.alignment) +
-                                " is not a power of two");
+                                " is not a power of two up to 2^31");
   }
+  bin_head_.fill(kNone);
+  live_limit_ = options_.max_allocations != 0 ? options_.max_allocations : ~uint64_t{0};
   if (capacity >= kMaxBytes) {
     throw std::invalid_argument("unipool::RangeAllocator: capacity " + std::to_string(capacity) +
                                 " is not below 2^62");
@@ -55,12 +64,36 @@ RangeAllocator::RangeAllocator(uint64_t capacity, RangeAllocatorOptions options)
   extend(capacity);
 }
 
+RangeAllocator::RangeAllocator(RangeAllocator&& other) noexcept { *this = std::move(other); }
+
+RangeAllocator& RangeAllocator::operator=(RangeAllocator&& other) noexcept {
+  if (this == &other) return *this;
+  options_ = other.options_;
+  live_limit_ = other.live_limit_;
+  next_generation_ = other.next_generation_;
+  capacity_ = std::exchange(other.capacity_, 0);
+  used_bytes_ = std::exchange(other.used_bytes_, 0);
+  requested_bytes_ = std::exchange(other.requested_bytes_, 0);
+  live_allocations_ = std::exchange(other.live_allocations_, 0);
+  free_ranges_ = std::exchange(other.free_ranges_, 0);
+  nodes_ = std::move(other.nodes_);
+  other.nodes_.clear();
+  unused_nodes_ = std::exchange(other.unused_nodes_, kNone);
+  last_node_ = std::exchange(other.last_node_, kNone);
+  top_mask_ = std::exchange(other.top_mask_, 0);
+  leaf_mask_ = other.leaf_mask_;
+  other.leaf_mask_.fill(0);
+  bin_head_ = other.bin_head_;
+  other.bin_head_.fill(kNone);
+  return *this;
+}
+
 // ---- node pool -------------------------------------------------------------
 
 uint32_t RangeAllocator::acquire_node() {
   if (unused_nodes_ != kNone) {
     const uint32_t index = unused_nodes_;
-    unused_nodes_ = nodes_[index].next_free;
+    unused_nodes_ = nodes_[index].link.next;
     return index;
   }
   if (nodes_.size() >= kNone - 1) return kNone;  // indices are 32-bit
@@ -70,9 +103,10 @@ uint32_t RangeAllocator::acquire_node() {
 
 void RangeAllocator::release_node(uint32_t index) {
   Node& n = nodes_[index];
-  n.state = Node::unused;
-  n.prev_addr = n.next_addr = n.prev_free = kNone;
-  n.next_free = unused_nodes_;
+  n.state = kUnused;
+  n.prev_addr = n.next_addr = kNone;
+  n.link.prev = kNone;
+  n.link.next = unused_nodes_;
   unused_nodes_ = index;
 }
 
@@ -81,11 +115,10 @@ void RangeAllocator::release_node(uint32_t index) {
 void RangeAllocator::file_free(uint32_t index) {
   Node& n = nodes_[index];
   const uint32_t bin = bin_of(n.size);
-  n.state = Node::free;
-  n.requested = 0;
-  n.prev_free = kNone;
-  n.next_free = bin_head_[bin];
-  if (n.next_free != kNone) nodes_[n.next_free].prev_free = index;
+  n.state = kFree;
+  n.link.prev = kNone;
+  n.link.next = bin_head_[bin];
+  if (n.link.next != kNone) nodes_[n.link.next].link.prev = index;
   bin_head_[bin] = index;
   leaf_mask_[group_of(bin)] |= 1u << slot_of(bin);
   top_mask_ |= uint64_t{1} << group_of(bin);
@@ -95,13 +128,12 @@ void RangeAllocator::file_free(uint32_t index) {
 void RangeAllocator::unfile_free(uint32_t index) {
   Node& n = nodes_[index];
   const uint32_t bin = bin_of(n.size);
-  if (n.prev_free != kNone) {
-    nodes_[n.prev_free].next_free = n.next_free;
+  if (n.link.prev != kNone) {
+    nodes_[n.link.prev].link.next = n.link.next;
   } else {
-    bin_head_[bin] = n.next_free;
+    bin_head_[bin] = n.link.next;
   }
-  if (n.next_free != kNone) nodes_[n.next_free].prev_free = n.prev_free;
-  n.prev_free = n.next_free = kNone;
+  if (n.link.next != kNone) nodes_[n.link.next].link.prev = n.link.prev;
   if (bin_head_[bin] == kNone) {
     uint32_t& leaf = leaf_mask_[group_of(bin)];
     leaf &= ~(1u << slot_of(bin));
@@ -123,7 +155,7 @@ uint32_t RangeAllocator::best_fit_in_bin(uint32_t bin, uint64_t need) const {
       best_size = n.size;
       if (n.size == need) break;
     }
-    i = n.next_free;
+    i = n.link.next;
   }
   return best;
 }
@@ -152,60 +184,77 @@ uint32_t RangeAllocator::find_range(uint64_t need) const {
 // ---- allocate / free -------------------------------------------------------
 
 RangeAllocation RangeAllocator::allocate(uint64_t size, uint64_t alignment) {
-  if (size == 0) return failure(Status::zero_size);
-  if (alignment != 0 && !std::has_single_bit(alignment)) return failure(Status::bad_alignment);
-  if (size > capacity_ || alignment >= kMaxBytes) return failure(Status::too_large);
-  if (options_.max_allocations != 0 && live_allocations_ >= options_.max_allocations) {
-    return failure(Status::allocation_limit);
+  // One branch rejects 0, anything larger than the whole pool and an
+  // alignment that is not a power of two.
+  if (size - 1 >= capacity_ || (alignment & (alignment - 1)) != 0) {
+    return failure(size == 0 ? Status::zero_size
+                   : (alignment & (alignment - 1)) != 0 ? Status::bad_alignment
+                                                        : Status::too_large);
   }
-  const uint64_t base = options_.alignment;
-  const uint64_t align = alignment > base ? alignment : base;
-  const uint64_t extent = align_up(size, base);
-  // A stricter alignment than the pool's may need a head gap of up to this.
-  const uint64_t slack = align - base;
-  const uint32_t index = find_range(extent + slack);
-  if (index == kNone) return failure(Status::out_of_space);
+  if (alignment > options_.alignment) return allocate_aligned(size, alignment);
+  if (live_allocations_ >= live_limit_) return failure(Status::allocation_limit);
 
-  const uint64_t head = align_up(nodes_[index].offset, align) - nodes_[index].offset;
-  if (!carve(index, head, extent)) return failure(Status::allocation_limit);
-  Node& n = nodes_[index];
-  n.requested = size;
-  used_bytes_ += extent;
-  requested_bytes_ += size;
-  ++live_allocations_;
-  return RangeAllocation{n.offset, make_handle(index, n.generation), Status::ok};
+  const uint64_t extent = align_up(size, options_.alignment);
+  const uint32_t index = find_range(extent);
+  if (index == kNone) return failure(Status::out_of_space);
+  if (!take_front(index, extent)) return failure(Status::allocation_limit);
+  return finish_allocation(index, size);
 }
 
-// Turns free range `index` into the used range [offset + head, + size),
-// filing what is left before and after it as free ranges of their own. Both
-// leftovers border used ranges (free ranges never touch), so no merging.
-bool RangeAllocator::carve(uint32_t index, uint64_t head, uint64_t size) {
-  const uint64_t tail = nodes_[index].size - head - size;
-  // Take the nodes first: acquiring may grow nodes_ and move it.
-  const uint32_t head_node = head > 0 ? acquire_node() : kNone;
-  const uint32_t tail_node = tail > 0 ? acquire_node() : kNone;
-  if ((head > 0 && head_node == kNone) || (tail > 0 && tail_node == kNone)) {
-    if (head_node != kNone) release_node(head_node);
-    if (tail_node != kNone) release_node(tail_node);
-    return false;
+// The rare path: an alignment stricter than the pool's. Searches for room
+// for the worst-case head gap too, then files the gap as a free range.
+RangeAllocation RangeAllocator::allocate_aligned(uint64_t size, uint64_t alignment) {
+  if (alignment >= kMaxBytes) return failure(Status::too_large);
+  if (live_allocations_ >= live_limit_) return failure(Status::allocation_limit);
+  const uint64_t extent = align_up(size, options_.alignment);
+  // The range a plain request would get may happen to be aligned already;
+  // otherwise search again with room for the worst-case head gap.
+  uint32_t index = find_range(extent);
+  if (index != kNone && nodes_[index].offset % alignment != 0) {
+    index = find_range(extent + alignment - options_.alignment);
+  }
+  if (index == kNone) return failure(Status::out_of_space);
+  // Once the range is split both node acquisitions must succeed: make sure
+  // two spare nodes exist before touching anything.
+  const uint32_t spare_a = acquire_node();
+  const uint32_t spare_b = acquire_node();
+  if (spare_a != kNone) release_node(spare_a);
+  if (spare_b != kNone) release_node(spare_b);
+  if (spare_a == kNone || spare_b == kNone) return failure(Status::allocation_limit);
+
+  const uint64_t head = align_up(nodes_[index].offset, alignment) - nodes_[index].offset;
+  if (head > 0) split_off_head(index, head);
+  take_front(index, extent);
+  return finish_allocation(index, size);
+}
+
+RangeAllocation RangeAllocator::finish_allocation(uint32_t index, uint64_t size) {
+  Node& n = nodes_[index];
+  n.live.padding = static_cast<uint32_t>(n.size - size);
+  n.live.generation = next_generation_;
+  if (++next_generation_ == 0) next_generation_ = 1;  // 0 is never a live handle's
+  used_bytes_ += n.size;
+  requested_bytes_ += size;
+  ++live_allocations_;
+  return RangeAllocation{n.offset, make_handle(index, n.live.generation), Status::ok};
+}
+
+// Turns the first `size` bytes of free range `index` into a used range and
+// files the rest, if any, as a free range of its own. The rest borders a used
+// range (free ranges never touch), so it needs no merging.
+bool RangeAllocator::take_front(uint32_t index, uint64_t size) {
+  const uint64_t tail = nodes_[index].size - size;
+  uint32_t tail_node = kNone;
+  if (tail > 0) {
+    tail_node = acquire_node();  // first: it may grow nodes_ and move it
+    if (tail_node == kNone) return false;
   }
   unfile_free(index);
   Node& n = nodes_[index];
-  if (head_node != kNone) {
-    Node& h = nodes_[head_node];
-    h.offset = n.offset;
-    h.size = head;
-    h.prev_addr = n.prev_addr;
-    h.next_addr = index;
-    if (n.prev_addr != kNone) nodes_[n.prev_addr].next_addr = head_node;
-    n.prev_addr = head_node;
-    n.offset += head;
-    file_free(head_node);
-  }
   if (tail_node != kNone) {
     Node& t = nodes_[tail_node];
     t.offset = n.offset + size;
-    t.size = tail;
+    t.size = tail & kSizeMask;
     t.prev_addr = index;
     t.next_addr = n.next_addr;
     if (n.next_addr != kNone) nodes_[n.next_addr].prev_addr = tail_node;
@@ -213,10 +262,29 @@ bool RangeAllocator::carve(uint32_t index, uint64_t head, uint64_t size) {
     if (last_node_ == index) last_node_ = tail_node;
     file_free(tail_node);
   }
-  n.size = size;
-  n.state = Node::used;
-  if (++n.generation == 0) n.generation = 1;  // a live handle is never 0
+  n.size = size & kSizeMask;
+  n.state = kUsed;
   return true;
+}
+
+// Splits the first `head` bytes of free range `index` off into a free range
+// of their own; `index` keeps the rest and stays filed. The caller made sure
+// a spare node exists.
+void RangeAllocator::split_off_head(uint32_t index, uint64_t head) {
+  const uint32_t head_node = acquire_node();
+  unfile_free(index);
+  Node& n = nodes_[index];
+  Node& h = nodes_[head_node];
+  h.offset = n.offset;
+  h.size = head & kSizeMask;
+  h.prev_addr = n.prev_addr;
+  h.next_addr = index;
+  if (n.prev_addr != kNone) nodes_[n.prev_addr].next_addr = head_node;
+  n.prev_addr = head_node;
+  n.offset += head;
+  n.size = (n.size - head) & kSizeMask;
+  file_free(head_node);
+  file_free(index);
 }
 
 uint32_t RangeAllocator::node_for(uint64_t offset, uint64_t handle) const {
@@ -224,7 +292,7 @@ uint32_t RangeAllocator::node_for(uint64_t offset, uint64_t handle) const {
   const auto generation = static_cast<uint32_t>(handle >> 32);
   if (index >= nodes_.size()) return kNone;
   const Node& n = nodes_[index];
-  if (n.state != Node::used || n.generation != generation || n.offset != offset) return kNone;
+  if (n.state != kUsed || n.live.generation != generation || n.offset != offset) return kNone;
   return index;
 }
 
@@ -232,17 +300,17 @@ Status RangeAllocator::free(uint64_t offset, uint64_t handle) {
   uint32_t index = node_for(offset, handle);
   if (index == kNone) return Status::not_live;
   used_bytes_ -= nodes_[index].size;
-  requested_bytes_ -= nodes_[index].requested;
+  requested_bytes_ -= nodes_[index].size - nodes_[index].live.padding;
   --live_allocations_;
 
   const uint32_t left = nodes_[index].prev_addr;
-  if (left != kNone && nodes_[left].state == Node::free) {
+  if (left != kNone && nodes_[left].state == kFree) {
     unfile_free(left);
     absorb_next(left);  // left swallows index
     index = left;
   }
   const uint32_t right = nodes_[index].next_addr;
-  if (right != kNone && nodes_[right].state == Node::free) {
+  if (right != kNone && nodes_[right].state == kFree) {
     unfile_free(right);
     absorb_next(index);
   }
@@ -255,7 +323,7 @@ void RangeAllocator::absorb_next(uint32_t index) {
   Node& n = nodes_[index];
   const uint32_t next = n.next_addr;
   Node& gone = nodes_[next];
-  n.size += gone.size;
+  n.size = (n.size + gone.size) & kSizeMask;
   n.next_addr = gone.next_addr;
   if (gone.next_addr != kNone) nodes_[gone.next_addr].prev_addr = index;
   if (last_node_ == next) last_node_ = index;
@@ -271,16 +339,16 @@ Status RangeAllocator::extend(uint64_t bytes) {
   bytes &= ~(options_.alignment - 1);
   if (bytes == 0) return Status::ok;
   if (bytes >= kMaxBytes || capacity_ + bytes >= kMaxBytes) return Status::too_large;
-  if (last_node_ != kNone && nodes_[last_node_].state == Node::free) {
+  if (last_node_ != kNone && nodes_[last_node_].state == kFree) {
     unfile_free(last_node_);
-    nodes_[last_node_].size += bytes;
+    nodes_[last_node_].size = (nodes_[last_node_].size + bytes) & kSizeMask;
     file_free(last_node_);
   } else {
     const uint32_t index = acquire_node();
     if (index == kNone) return Status::allocation_limit;
     Node& n = nodes_[index];
     n.offset = capacity_;
-    n.size = bytes;
+    n.size = bytes & kSizeMask;
     n.prev_addr = last_node_;
     n.next_addr = kNone;
     if (last_node_ != kNone) nodes_[last_node_].next_addr = index;
@@ -298,7 +366,7 @@ uint64_t RangeAllocator::largest_free() const noexcept {
   const uint32_t group = 63u - static_cast<uint32_t>(std::countl_zero(top_mask_));
   const uint32_t slot = 31u - static_cast<uint32_t>(std::countl_zero(leaf_mask_[group]));
   uint64_t largest = 0;
-  for (uint32_t i = bin_head_[(group << kMantissaBits) | slot]; i != kNone; i = nodes_[i].next_free) {
+  for (uint32_t i = bin_head_[(group << kMantissaBits) | slot]; i != kNone; i = nodes_[i].link.next) {
     if (nodes_[i].size > largest) largest = nodes_[i].size;
   }
   return largest;
@@ -310,7 +378,7 @@ double RangeAllocator::fragmentation() const noexcept {
 }
 
 uint64_t RangeAllocator::trailing_free() const noexcept {
-  if (last_node_ == kNone || nodes_[last_node_].state != Node::free) return 0;
+  if (last_node_ == kNone || nodes_[last_node_].state != kFree) return 0;
   return nodes_[last_node_].size;
 }
 
@@ -319,7 +387,8 @@ void RangeAllocator::for_each_range(const std::function<void(const RangeInfo&)>&
   while (first != kNone && nodes_[first].prev_addr != kNone) first = nodes_[first].prev_addr;
   for (uint32_t i = first; i != kNone; i = nodes_[i].next_addr) {
     const Node& n = nodes_[i];
-    f(RangeInfo{n.offset, n.size, n.requested, n.state == Node::used});
+    const bool used = n.state == kUsed;
+    f(RangeInfo{n.offset, n.size, used ? n.size - n.live.padding : 0, used});
   }
 }
 

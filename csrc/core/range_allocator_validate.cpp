@@ -38,7 +38,7 @@ bool RangeAllocator::validate(std::string* why) const {
   for (uint32_t i = first; i != kNone; i = nodes_[i].next_addr) {
     if (++ranges > node_count) return fail(why, "address list has a cycle");
     const Node& n = nodes_[i];
-    if (n.state == Node::unused) return fail(why, "an unused node is in the address list" + at(i));
+    if (n.state == kUnused) return fail(why, "an unused node is in the address list" + at(i));
     if (n.offset != expect_offset) return fail(why, "gap or overlap at offset " + std::to_string(n.offset) + at(i));
     if (n.size == 0) return fail(why, "empty range" + at(i));
     if (n.offset % alignment != 0 || n.size % alignment != 0) {
@@ -49,17 +49,21 @@ bool RangeAllocator::validate(std::string* why) const {
     }
     if (n.next_addr == kNone && i != last_node_) return fail(why, "last_node_ is not the last range");
     expect_offset = n.offset + n.size;
-    if (n.state == Node::used) {
-      if (n.requested == 0 || n.requested > n.size) return fail(why, "requested size out of range" + at(i));
+    if (n.state == kUsed) {
+      if (n.live.padding >= n.size || n.live.padding >= alignment) {
+        return fail(why, "alignment padding out of range" + at(i));
+      }
       used += n.size;
-      requested += n.requested;
+      requested += n.size - n.live.padding;
       ++live;
       previous_free = false;
-    } else {
+    } else if (n.state == kFree) {
       if (previous_free) return fail(why, "two adjacent free ranges" + at(i));
       if (core::bin_of(n.size) >= core::kBinCount) return fail(why, "free range beyond the bins" + at(i));
       ++free_count;
       previous_free = true;
+    } else {
+      return fail(why, "a node in an unknown state" + at(i));
     }
   }
   if (expect_offset != capacity_) return fail(why, "ranges end at " + std::to_string(expect_offset) + ", not at capacity");
@@ -76,12 +80,12 @@ bool RangeAllocator::validate(std::string* why) const {
     const bool leaf_bit = (leaf_mask_[core::group_of(bin)] >> core::slot_of(bin)) & 1u;
     if (leaf_bit != (bin_head_[bin] != kNone)) return fail(why, "leaf bit disagrees with bin " + std::to_string(bin));
     uint32_t prev = kNone;
-    for (uint32_t i = bin_head_[bin]; i != kNone; i = nodes_[i].next_free) {
+    for (uint32_t i = bin_head_[bin]; i != kNone; i = nodes_[i].link.next) {
       if (i >= node_count || ++filed > free_count) return fail(why, "bin lists hold more nodes than there are free ranges");
       const Node& n = nodes_[i];
-      if (n.state != Node::free) return fail(why, "a non-free node is filed in bin " + std::to_string(bin) + at(i));
+      if (n.state != kFree) return fail(why, "a non-free node is filed in bin " + std::to_string(bin) + at(i));
       if (core::bin_of(n.size) != bin) return fail(why, "free range filed in the wrong bin" + at(i));
-      if (n.prev_free != prev) return fail(why, "bin list back link is wrong" + at(i));
+      if (n.link.prev != prev) return fail(why, "bin list back link is wrong" + at(i));
       free_bytes_in_bins += n.size;
       prev = i;
     }
@@ -95,9 +99,9 @@ bool RangeAllocator::validate(std::string* why) const {
 
   // 3. Every other node is on the unused list.
   uint64_t unused = 0;
-  for (uint32_t i = unused_nodes_; i != kNone; i = nodes_[i].next_free) {
+  for (uint32_t i = unused_nodes_; i != kNone; i = nodes_[i].link.next) {
     if (i >= node_count || ++unused > node_count) return fail(why, "unused list is broken");
-    if (nodes_[i].state != Node::unused) return fail(why, "a live node is on the unused list" + at(i));
+    if (nodes_[i].state != kUnused) return fail(why, "a live node is on the unused list" + at(i));
   }
   if (unused + ranges != node_count) return fail(why, "nodes lost: neither in a range nor unused");
   return true;

@@ -22,6 +22,7 @@
 // Thread safety: none; see LockedRangeAllocator for a mutex-guarded wrapper.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -32,8 +33,8 @@
 namespace unipool {
 
 struct RangeAllocatorOptions {
-  // Power of two. Every size is rounded up to a multiple of it, so every
-  // offset is a multiple of it. 1 for byte ranges, 256 for CUDA-style blocks.
+  // Power of two, at most 2^31. Every size is rounded up to a multiple of it,
+  // so every offset is a multiple of it. 1 for byte ranges, 256 for CUDA-style blocks.
   // The rounding is counted: used_bytes() - requested_bytes() is the waste.
   uint64_t alignment = 1;
   // 0: no cap. When set and reached, allocate() fails with
@@ -66,10 +67,16 @@ struct RangeInfo {
 
 class RangeAllocator {
  public:
+  // Bins: 3 mantissa bits (8 per power of two) over sizes below 2^63; the
+  // bin math is in csrc/core/size_bins.hpp, which static_asserts these.
+  static constexpr uint32_t kGroupCount = 62;
+  static constexpr uint32_t kBinCount = kGroupCount * 8;
+
   explicit RangeAllocator(uint64_t capacity, RangeAllocatorOptions options = {});
 
-  RangeAllocator(RangeAllocator&&) noexcept = default;
-  RangeAllocator& operator=(RangeAllocator&&) noexcept = default;
+  // A moved-from allocator is empty (capacity 0) and still usable.
+  RangeAllocator(RangeAllocator&& other) noexcept;
+  RangeAllocator& operator=(RangeAllocator&& other) noexcept;
   RangeAllocator(const RangeAllocator&) = delete;
   RangeAllocator& operator=(const RangeAllocator&) = delete;
 
@@ -115,16 +122,26 @@ class RangeAllocator {
  private:
   // A range of the address space: used, free (filed in a bin), or unused (a
   // spare node on the unused list). Links are node indices, so the node pool
-  // can grow without invalidating them.
+  // can grow without invalidating them. 32 bytes, so a node never straddles
+  // two cache lines: in big pools nearly every node visit is a cache miss.
+  enum : uint64_t { kUnused = 0, kFree = 1, kUsed = 2 };
   struct Node {
     uint64_t offset = 0;
-    uint64_t size = 0;
-    uint64_t requested = 0;
+    uint64_t size : 62 = 0;
+    uint64_t state : 2 = kUnused;
     uint32_t prev_addr = kNone, next_addr = kNone;  // address-order neighbours
-    uint32_t prev_free = kNone, next_free = kNone;  // bin list / unused list
-    uint32_t generation = 0;  // bumped on every allocation of this node
-    enum State : uint32_t { unused, free, used } state = unused;
+    union {
+      struct {
+        uint32_t prev, next;  // bin list; `next` also links the unused list
+      } link;
+      struct {
+        uint32_t generation;  // of the handle given out for this allocation
+        uint32_t padding;     // extent - requested (alignment waste)
+      } live;
+    };
+    Node() : link{kNone, kNone} {}
   };
+  static_assert(sizeof(Node) == 32, "a node must not straddle cache lines");
   static constexpr uint32_t kNone = ~uint32_t{0};
 
   uint32_t acquire_node();
@@ -133,7 +150,10 @@ class RangeAllocator {
   void unfile_free(uint32_t index);
   uint32_t best_fit_in_bin(uint32_t bin, uint64_t need) const;
   uint32_t find_range(uint64_t need) const;
-  bool carve(uint32_t index, uint64_t head, uint64_t size);
+  RangeAllocation allocate_aligned(uint64_t size, uint64_t alignment);
+  RangeAllocation finish_allocation(uint32_t index, uint64_t size);
+  bool take_front(uint32_t index, uint64_t size);
+  void split_off_head(uint32_t index, uint64_t head);
   void absorb_next(uint32_t index);
   uint32_t node_for(uint64_t offset, uint64_t handle) const;
 
@@ -142,13 +162,15 @@ class RangeAllocator {
   uint64_t used_bytes_ = 0;
   uint64_t requested_bytes_ = 0;
   uint64_t live_allocations_ = 0;
+  uint64_t live_limit_ = 0;  // max_allocations, or no limit
   uint64_t free_ranges_ = 0;
   std::vector<Node> nodes_;
-  uint32_t unused_nodes_ = kNone;  // singly linked through Node::next_free
+  uint32_t unused_nodes_ = kNone;  // singly linked through Node::link.next
   uint32_t last_node_ = kNone;     // the range that ends at capacity_
-  uint64_t top_mask_ = 0;  // bit g: some bin of group g is non-empty
-  std::vector<uint32_t> leaf_mask_;  // per group: bit i = bin (g, i) non-empty
-  std::vector<uint32_t> bin_head_;   // first free range of each bin
+  uint32_t next_generation_ = 1;  // handles never repeat within 2^32 allocations
+  uint64_t top_mask_ = 0;        // bit g: some bin of group g is non-empty
+  std::array<uint32_t, kGroupCount> leaf_mask_{};  // per group: bit i = bin (g, i) non-empty
+  std::array<uint32_t, kBinCount> bin_head_;        // first free range of each bin
 };
 
 }  // namespace unipool

@@ -286,23 +286,13 @@ class Differential {
     err << "(free range [" << gap_offset << ", +" << gap_size << ") of bin " << core::bin_of(gap_size)
         << ", need " << need << " in bin " << own << ") ";
     if (a.offset != align_up(gap_offset, align)) return err.str() + "not placed at the free range's aligned start";
-    if (gap_size < need) return err.str() + "the chosen free range is smaller than size + alignment slack";
-    const uint32_t chosen = core::bin_of(gap_size);
-    if (chosen == own) {
-      if (own_fully_scanned && gap_size != *own_best) {
-        return err.str() + "not the best fit of its fully scanned bin: " + std::to_string(*own_best) + " fits better";
-      }
-    } else {
-      if (!above || chosen != *above) {
-        return err.str() + "took a bin other than the first non-empty one above the request's";
-      }
-      if (own_best && own_fully_scanned) {
-        return err.str() + "skipped a fit of " + std::to_string(*own_best) + " in its own, fully scanned, bin";
-      }
-      const std::multiset<uint64_t>& above_bin = *model_.bin(*above);
-      if (above_bin.size() <= scan_limit_ && gap_size != *above_bin.begin()) {
-        return err.str() + "not the best fit of the fully scanned bin above: " + std::to_string(*above_bin.begin());
-      }
+    // A stricter alignment first takes what a plain request of `extent` would
+    // get, when that range happens to start aligned; otherwise it searches
+    // with room for the worst-case head gap (`need`).
+    if (align > base_ && gap_offset % align == 0 && placement_error(extent, gap_size).empty()) {
+      // the plain choice, already aligned
+    } else if (const std::string why = placement_error(need, gap_size); !why.empty()) {
+      return err.str() + why;
     }
     if (a.handle == 0 || model_.handle_is_live(a.handle)) return err.str() + "handle 0 or already live";
     model_.place(a.offset, extent, size, a.handle);
@@ -311,6 +301,37 @@ class Differential {
       return err.str() + "allocation_size() " + std::to_string(reported) + " != extent " + std::to_string(extent);
     }
     return check_counters();
+  }
+
+  // Why a free range of `gap_size` is not where the allocator's policy puts
+  // a request needing `need` bytes ("" when it is).
+  std::string placement_error(uint64_t need, uint64_t gap_size) const {
+    if (gap_size < need) return "the chosen free range is smaller than size + alignment slack";
+    const uint32_t own = core::bin_of(need);
+    const std::multiset<uint64_t>* own_bin = model_.bin(own);
+    const bool own_fully_scanned = own_bin == nullptr || own_bin->size() <= scan_limit_;
+    std::optional<uint64_t> own_best;
+    if (own_bin != nullptr) {
+      const auto it = own_bin->lower_bound(need);
+      if (it != own_bin->end()) own_best = *it;
+    }
+    const std::optional<uint32_t> above = model_.first_bin_above(own);
+    const uint32_t chosen = core::bin_of(gap_size);
+    if (chosen == own) {
+      if (own_fully_scanned && gap_size != *own_best) {
+        return "not the best fit of its fully scanned bin: " + std::to_string(*own_best) + " fits better";
+      }
+      return "";
+    }
+    if (!above || chosen != *above) return "took a bin other than the first non-empty one above the request's";
+    if (own_best && own_fully_scanned) {
+      return "skipped a fit of " + std::to_string(*own_best) + " in its own, fully scanned, bin";
+    }
+    const std::multiset<uint64_t>& above_bin = *model_.bin(*above);
+    if (above_bin.size() <= scan_limit_ && gap_size != *above_bin.begin()) {
+      return "not the best fit of the fully scanned bin above: " + std::to_string(*above_bin.begin());
+    }
+    return "";
   }
 
   // Frees the i-th live allocation (i < model().live_count()).
