@@ -27,8 +27,8 @@ RoundParams hakmem_rounds(const std::string& name, bool quick) {
   const SizeSpec vm{SizeLaw::uniform, 3 * MiB / 2, 5 * MiB / 2};
   if (name == "hakmem_json") return {count(5'000, quick), {16, 0, 0}, {json, json, json}, 1};
   if (name == "hakmem_mir") return {count(2'500, quick), {4, 0, 0}, {mir, mir, mir}, 1};
-  if (name == "hakmem_vm") return {count(4'000, quick), {1, 0, 0}, {vm, vm, vm}, 1};
-  return {count(10'000, quick), {16, 4, 1}, {json, mir, vm}, 3};
+  if (name == "hakmem_vm") return {count(10'000, quick), {1, 0, 0}, {vm, vm, vm}, 1};
+  return {count(40'000, quick), {16, 4, 1}, {json, mir, vm}, 3};
 }
 
 }  // namespace
