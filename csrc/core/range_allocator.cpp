@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "core/compiler.hpp"
 #include "core/size_bins.hpp"
 
 namespace unipool {
@@ -90,7 +91,7 @@ RangeAllocator& RangeAllocator::operator=(RangeAllocator&& other) noexcept {
 
 // ---- node pool -------------------------------------------------------------
 
-uint32_t RangeAllocator::acquire_node() {
+UNIPOOL_ALWAYS_INLINE uint32_t RangeAllocator::acquire_node() {
   if (unused_nodes_ != kNone) {
     const uint32_t index = unused_nodes_;
     unused_nodes_ = nodes_[index].link.next;
@@ -112,7 +113,7 @@ void RangeAllocator::release_node(uint32_t index) {
 
 // ---- bins ------------------------------------------------------------------
 
-void RangeAllocator::file_free(uint32_t index) {
+UNIPOOL_ALWAYS_INLINE void RangeAllocator::file_free(uint32_t index) {
   Node& n = nodes_[index];
   const uint32_t bin = bin_of(n.size);
   n.state = kFree;
@@ -125,7 +126,7 @@ void RangeAllocator::file_free(uint32_t index) {
   ++free_ranges_;
 }
 
-void RangeAllocator::unfile_free(uint32_t index) {
+UNIPOOL_ALWAYS_INLINE void RangeAllocator::unfile_free(uint32_t index) {
   Node& n = nodes_[index];
   const uint32_t bin = bin_of(n.size);
   if (n.link.prev != kNone) {
@@ -144,7 +145,7 @@ void RangeAllocator::unfile_free(uint32_t index) {
 
 // The smallest range >= need among the first fit_scan_limit ranges of a bin;
 // an exact fit ends the search at once.
-uint32_t RangeAllocator::best_fit_in_bin(uint32_t bin, uint64_t need) const {
+UNIPOOL_ALWAYS_INLINE uint32_t RangeAllocator::best_fit_in_bin(uint32_t bin, uint64_t need) const {
   uint32_t best = kNone;
   uint64_t best_size = ~uint64_t{0};
   uint32_t budget = options_.fit_scan_limit > 0 ? options_.fit_scan_limit : 1;
@@ -160,7 +161,7 @@ uint32_t RangeAllocator::best_fit_in_bin(uint32_t bin, uint64_t need) const {
   return best;
 }
 
-uint32_t RangeAllocator::find_range(uint64_t need) const {
+UNIPOOL_ALWAYS_INLINE uint32_t RangeAllocator::find_range(uint64_t need) const {
   // 1. The bin holding `need`: where a freed block of this very size sits.
   const uint32_t own = bin_of(need);
   if (bin_head_[own] != kNone) {
@@ -228,7 +229,7 @@ RangeAllocation RangeAllocator::allocate_aligned(uint64_t size, uint64_t alignme
   return finish_allocation(index, size);
 }
 
-RangeAllocation RangeAllocator::finish_allocation(uint32_t index, uint64_t size) {
+UNIPOOL_ALWAYS_INLINE RangeAllocation RangeAllocator::finish_allocation(uint32_t index, uint64_t size) {
   Node& n = nodes_[index];
   n.live.padding = static_cast<uint32_t>(n.size - size);
   n.live.generation = next_generation_;
@@ -242,7 +243,7 @@ RangeAllocation RangeAllocator::finish_allocation(uint32_t index, uint64_t size)
 // Turns the first `size` bytes of free range `index` into a used range and
 // files the rest, if any, as a free range of its own. The rest borders a used
 // range (free ranges never touch), so it needs no merging.
-bool RangeAllocator::take_front(uint32_t index, uint64_t size) {
+UNIPOOL_ALWAYS_INLINE bool RangeAllocator::take_front(uint32_t index, uint64_t size) {
   const uint64_t tail = nodes_[index].size - size;
   uint32_t tail_node = kNone;
   if (tail > 0) {
@@ -287,7 +288,7 @@ void RangeAllocator::split_off_head(uint32_t index, uint64_t head) {
   file_free(index);
 }
 
-uint32_t RangeAllocator::node_for(uint64_t offset, uint64_t handle) const {
+UNIPOOL_ALWAYS_INLINE uint32_t RangeAllocator::node_for(uint64_t offset, uint64_t handle) const {
   const auto index = static_cast<uint32_t>(handle);
   const auto generation = static_cast<uint32_t>(handle >> 32);
   if (index >= nodes_.size()) return kNone;
@@ -319,7 +320,7 @@ Status RangeAllocator::free(uint64_t offset, uint64_t handle) {
 }
 
 // Merges the range after `index` into it and recycles that node.
-void RangeAllocator::absorb_next(uint32_t index) {
+UNIPOOL_ALWAYS_INLINE void RangeAllocator::absorb_next(uint32_t index) {
   Node& n = nodes_[index];
   const uint32_t next = n.next_addr;
   Node& gone = nodes_[next];
