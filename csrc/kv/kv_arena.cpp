@@ -1,0 +1,110 @@
+// unipool kv: the arena of a KVBlockPool. Reserved and committed once
+// (NUMA-bound, touched so the pool, not the first copy, pays the faults),
+// then registered with CUDA in pieces of at most max_pin bytes.
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "backend/os/os_memory.hpp"
+#include "kv/kv_state.hpp"
+
+namespace unipool {
+namespace {
+
+uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+
+std::string errno_text(int error) { return error ? std::strerror(error) : "unknown error"; }
+
+}  // namespace
+
+void KVBlockPool::map_arena(const KVBlockPoolOptions& options) {
+  const uint64_t page = backend::os::page_size();
+  mapped_bytes_ = round_up(arena_bytes_, page);
+  base_ = backend::os::reserve(mapped_bytes_, page);
+  if (!base_) {
+    throw std::runtime_error("KVBlockPool: cannot reserve " + std::to_string(mapped_bytes_) +
+                             " bytes of address space: " + errno_text(errno));
+  }
+  backend::os::CommitOptions commit;
+  commit.numa_node = options.numa_node;
+  commit.first_touch = options.first_touch;
+  const backend::os::CommitResult r = backend::os::commit(base_, mapped_bytes_, commit);
+  if (!r.ok) {
+    backend::os::release(base_, mapped_bytes_);
+    base_ = nullptr;
+    throw std::runtime_error(std::string("KVBlockPool: cannot commit the arena (") + r.what +
+                             "): " + errno_text(r.error));
+  }
+}
+
+void KVBlockPool::pin_arena(const KVBlockPoolOptions& options) {
+  if (options.pinned == HostPinned::off) {
+    pinning_state_ = "pageable (pinned=off)";
+    return;
+  }
+  state_->pinner = backend::make_default_host_pinner();
+  if (!state_->pinner->available()) {
+    if (options.pinned == HostPinned::on) {
+      throw std::runtime_error("KVBlockPool: pinned=on but no CUDA device can pin host memory (pinner: " +
+                               std::string(state_->pinner->name()) + ")");
+    }
+    pinning_state_ = "pageable (no CUDA device to pin with)";
+    return;
+  }
+  for (uint64_t offset = 0; offset < mapped_bytes_; offset += options.max_pin) {
+    const uint64_t bytes = std::min(options.max_pin, mapped_bytes_ - offset);
+    void* piece = static_cast<char*>(base_) + offset;
+    const BackendStatus s = state_->pinner->pin(piece, bytes);
+    if (!s.is_ok()) {
+      if (options.pinned == HostPinned::on) {
+        throw std::runtime_error(std::string("KVBlockPool: pinning the arena failed: ") + s.message);
+      }
+      pinning_state_ = "partially pinned (a registration failed)";
+      return;
+    }
+    state_->pinned_pieces.push_back(piece);
+    pinned_bytes_ += bytes;
+  }
+  pinning_state_ = "pinned";
+}
+
+KVBlockPool::KVBlockPool(const KVBlockPoolOptions& options) : state_(std::make_unique<State>()) {
+  const uint64_t align = options.alignment;
+  if (options.block_bytes == 0) throw std::invalid_argument("KVBlockPool: block_bytes must be > 0");
+  if (options.num_blocks == 0 || options.num_blocks > (uint64_t{1} << 31)) {
+    throw std::invalid_argument("KVBlockPool: num_blocks must be in 1 .. 2^31 (got " +
+                                std::to_string(options.num_blocks) + ")");
+  }
+  if (align == 0 || (align & (align - 1)) != 0 || align > (uint64_t{1} << 21)) {
+    throw std::invalid_argument("KVBlockPool: alignment must be a power of two <= 2 MiB");
+  }
+  if (options.max_pin < (uint64_t{2} << 20)) throw std::invalid_argument("KVBlockPool: max_pin must be >= 2 MiB");
+  block_bytes_ = options.block_bytes;
+  stride_ = round_up(block_bytes_, align);
+  num_blocks_ = options.num_blocks;
+  if (stride_ > (uint64_t{1} << 62) / num_blocks_) throw std::invalid_argument("KVBlockPool: arena larger than 2^62 bytes");
+  arena_bytes_ = stride_ * num_blocks_;
+
+  map_arena(options);
+  try {
+    pin_arena(options);
+  } catch (...) {
+    for (void* piece : state_->pinned_pieces) state_->pinner->unpin(piece);
+    backend::os::release(base_, mapped_bytes_);
+    throw;
+  }
+  // Ids pop in ascending order from a fresh pool: block 0 first.
+  state_->free_ids.resize(num_blocks_);
+  for (uint64_t i = 0; i < num_blocks_; ++i) state_->free_ids[i] = static_cast<uint32_t>(num_blocks_ - 1 - i);
+  state_->block_state.assign(num_blocks_, State::free_block);
+}
+
+KVBlockPool::~KVBlockPool() {
+  // Pending fences go back to their sources; the memory goes with the arena.
+  for (const State::DeferredBatch& b : state_->batches) b.source->release(b.fence);
+  for (void* piece : state_->pinned_pieces) state_->pinner->unpin(piece);
+  if (base_) backend::os::release(base_, mapped_bytes_);
+}
+
+}  // namespace unipool

@@ -1,0 +1,136 @@
+// unipool: the KV-cache offload block pool. One large host arena (pinned
+// where a GPU is present) cut into uniform blocks, handed out by id, the way
+// vLLM, SGLang and LMCache offload KV blocks: no fragmentation (every block
+// is the same size), one registration of the whole buffer, batched calls.
+//
+//   unipool::KVBlockPool pool({.block_bytes = 2 << 20, .num_blocks = 4096});
+//   uint32_t ids[64];
+//   pool.alloc(64, ids);                // Status::out_of_space: nothing taken
+//   void* p = pool.block(ids[0]);       // block_bytes bytes at base + id * stride
+//   pool.free_after(ids, 64, fences, fences.record(device, stream));
+//   pool.free(ids, 64);                 // Status::not_live: double free, nothing freed
+//
+// Ids are kept on a free-id stack (alloc pops, free pushes), so a batch of n
+// costs O(n) under one lock. A per-block state byte catches double frees,
+// out-of-range ids and an id repeated within one batch; a refused batch
+// changes nothing.
+//
+// Thread safety: every member is thread-safe except validate(), which wants
+// no concurrent calls.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "unipool/fence.hpp"
+#include "unipool/host_config.hpp"
+#include "unipool/status.hpp"
+
+namespace unipool {
+
+struct KVBlockPoolOptions {
+  uint64_t block_bytes = 0;  // bytes of one block (> 0)
+  uint64_t num_blocks = 0;   // blocks in the arena (1 .. 2^31)
+  // Blocks start at multiples of `alignment` (a power of two): the stride is
+  // block_bytes rounded up to it. The default keeps a stride equal to the
+  // block size for every block size that is a multiple of 256 (KV blocks are).
+  uint64_t alignment = 256;
+  // off: pageable; on: the arena must be pinned (construction fails if it
+  // cannot be); best_effort: pinned where a CUDA device is present.
+  HostPinned pinned = HostPinned::best_effort;
+  int numa_node = -1;       // bind the arena to this node; -1 = no binding
+  bool first_touch = true;  // fault every page in at construction
+  // Largest single pinning registration (cudaHostRegister); a larger arena
+  // is registered in pieces (very large single registrations fail or take
+  // minutes, as vLLM and LMCache report).
+  uint64_t max_pin = uint64_t{16} << 30;
+};
+
+struct KVBlockPoolStats {
+  uint64_t num_blocks = 0;
+  uint64_t block_bytes = 0;
+  uint64_t stride = 0;
+  uint64_t free_blocks = 0;
+  uint64_t live_blocks = 0;       // handed out, not freed
+  uint64_t deferred_blocks = 0;   // freed with free_after, fence pending
+  uint64_t peak_live_blocks = 0;
+  uint64_t requested_bytes = 0;   // num_blocks * block_bytes
+  uint64_t reserved_bytes = 0;    // committed arena bytes (page-rounded)
+  uint64_t pinned_bytes = 0;
+  uint64_t allocs = 0;            // blocks handed out since construction
+  uint64_t frees = 0;             // blocks returned (deferred ones once reclaimed)
+  uint64_t failed_allocs = 0;     // alloc calls refused for lack of blocks
+  uint64_t misuse_errors = 0;     // free calls refused (double free, bad id)
+};
+
+class KVBlockPool {
+ public:
+  // Reserves, commits (NUMA-bound, touched) and pins the arena. Throws
+  // std::invalid_argument for bad options and std::runtime_error when the
+  // memory cannot be had (the message says which call failed).
+  explicit KVBlockPool(const KVBlockPoolOptions& options);
+  ~KVBlockPool();
+  KVBlockPool(const KVBlockPool&) = delete;
+  KVBlockPool& operator=(const KVBlockPool&) = delete;
+
+  // Writes n free ids to out. Status::out_of_space when fewer than n are free
+  // (after reclaiming completed deferrals): nothing is taken. n == 0 is ok.
+  Status alloc(size_t n, uint32_t* out) noexcept;
+  Status alloc(size_t n, int64_t* out) noexcept;
+  Status alloc(size_t n, int32_t* out) noexcept;
+  // Returns ids. Status::not_live when any id is out of range, not allocated
+  // (a double free) or repeated in the batch: then nothing is freed and
+  // last_error() names the id.
+  Status free(const uint32_t* ids, size_t n) noexcept;
+  Status free(const int64_t* ids, size_t n) noexcept;
+  Status free(const int32_t* ids, size_t n) noexcept;
+  // Frees the ids once `fence` of `source` completes; until then they are not
+  // handed out. The pool owns the fence from here on (released to `source`,
+  // which must outlive the pool or the deferral). The same checks as free().
+  Status free_after(const int64_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept;
+  Status free_after(const uint32_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept;
+  // Frees the deferred batches whose fences completed; returns the blocks freed.
+  size_t collect_deferred() noexcept;
+
+  void* base() const noexcept { return base_; }
+  void* block(uint64_t id) const noexcept { return static_cast<char*>(base_) + id * stride_; }
+  uint64_t block_bytes() const noexcept { return block_bytes_; }
+  uint64_t stride() const noexcept { return stride_; }
+  uint64_t num_blocks() const noexcept { return num_blocks_; }
+  uint64_t arena_bytes() const noexcept { return arena_bytes_; }
+  bool pinned() const noexcept { return pinned_bytes_ == arena_bytes_ && arena_bytes_ != 0; }
+  // "pinned", "pageable (pinned=off)", "pageable (no CUDA device)", ...
+  const char* pinning_state() const noexcept { return pinning_state_; }
+  size_t free_blocks() const noexcept;
+  // Whether id is a block handed out and not yet freed.
+  bool is_live(uint64_t id) const noexcept;
+
+  KVBlockPoolStats stats() const noexcept;
+  void reset_peaks() noexcept;
+  // Every invariant: the free stack holds exactly the free blocks, once each;
+  // counts add up to num_blocks; deferred batches hold deferred blocks.
+  bool validate(std::string* why = nullptr) const;
+
+  // This thread's last error message ("" if none).
+  static const char* last_error() noexcept;
+
+  struct State;  // csrc/kv/kv_state.hpp
+
+ private:
+  template <class Id>
+  Status alloc_ids(size_t n, Id* out) noexcept;
+  template <class Id>
+  Status free_ids(const Id* ids, size_t n, FenceSource* source, FenceId fence) noexcept;
+  void map_arena(const KVBlockPoolOptions& options);
+  void pin_arena(const KVBlockPoolOptions& options);
+
+  void* base_ = nullptr;
+  uint64_t block_bytes_ = 0, stride_ = 0, num_blocks_ = 0;
+  uint64_t arena_bytes_ = 0, mapped_bytes_ = 0, pinned_bytes_ = 0;
+  const char* pinning_state_ = "pageable";
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace unipool
