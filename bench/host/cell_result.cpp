@@ -23,6 +23,8 @@ nlohmann::json to_json(const CellResult& r) {
       {"baseline_rss_bytes", r.baseline_rss_bytes},
       {"peak_requested_bytes", r.peak_requested_bytes},
       {"rss_over_requested", r.rss_over_requested},
+      {"thread_peaks_requested_bytes", r.thread_peaks_requested_bytes},
+      {"rss_over_thread_peaks", r.rss_over_thread_peaks},
       {"timer_overhead_ns", r.timer_overhead_ns},
       {"cpu_share", r.cpu_share},
   };
@@ -48,6 +50,8 @@ CellResult cell_from_json(const nlohmann::json& j) {
   r.baseline_rss_bytes = j.at("baseline_rss_bytes").get<uint64_t>();
   r.peak_requested_bytes = j.at("peak_requested_bytes").get<uint64_t>();
   r.rss_over_requested = j.at("rss_over_requested").get<double>();
+  r.thread_peaks_requested_bytes = j.at("thread_peaks_requested_bytes").get<uint64_t>();
+  r.rss_over_thread_peaks = j.at("rss_over_thread_peaks").get<double>();
   r.timer_overhead_ns = j.at("timer_overhead_ns").get<double>();
   r.cpu_share = j.at("cpu_share").get<double>();
   return r;

@@ -27,6 +27,11 @@ struct CellResult {
   uint64_t peak_requested_bytes = 0;  // peak of live requested bytes, all threads at once
   double usable_over_requested = 0;   // malloc_usable_size / request, timed calls
   double rss_over_requested = 0;      // (peak - baseline RSS) / peak requested
+  // Each thread's own peak, summed: the same for every allocator (each
+  // thread's sequence is fixed), unlike the concurrent peak, which depends
+  // on how the threads happened to overlap.
+  uint64_t thread_peaks_requested_bytes = 0;
+  double rss_over_thread_peaks = 0;   // (peak - baseline RSS) / that sum
   double timer_overhead_ns = 0;
   // cpu_s / (wall_s * min(threads, CPUs)): near 1 when the run had its CPUs
   // to itself; well below when other work on the machine took them.

@@ -48,6 +48,7 @@ void summarize(CellResult& r, const std::vector<Worker>& workers) {
     alloc_ticks.merge(w.tally.alloc_ticks);
     free_ticks.merge(w.tally.free_ticks);
     r.ops += w.tally.allocs + w.tally.frees;
+    r.thread_peaks_requested_bytes += w.tally.peak_requested;
     requested += w.tally.sampled_requested;
     usable += w.tally.sampled_usable;
   }
@@ -115,6 +116,9 @@ int run_child(const ChildArgs& args) {
   const uint64_t grown = r.peak_rss_bytes > r.baseline_rss_bytes ? r.peak_rss_bytes - r.baseline_rss_bytes : 0;
   r.rss_over_requested =
       r.peak_requested_bytes ? static_cast<double>(grown) / static_cast<double>(r.peak_requested_bytes) : 0.0;
+  r.rss_over_thread_peaks = r.thread_peaks_requested_bytes ? static_cast<double>(grown) /
+                                                                 static_cast<double>(r.thread_peaks_requested_bytes)
+                                                           : 0.0;
   r.timer_overhead_ns = timer_overhead_ns();
   const auto cpus = static_cast<double>(std::min<long>(n, sysconf(_SC_NPROCESSORS_ONLN)));
   r.cpu_share = r.wall_s > 0 ? r.cpu_s / (r.wall_s * cpus) : 0.0;

@@ -30,6 +30,7 @@ struct ThreadTally {
   uint64_t sampled_requested = 0;  // over timed allocations only
   uint64_t sampled_usable = 0;
   uint64_t live_requested = 0;
+  uint64_t peak_requested = 0;  // this thread's own high-water mark
 };
 
 class Meter {
@@ -97,6 +98,7 @@ class Meter {
     touch(static_cast<unsigned char*>(p), n);
     ++tally_.allocs;
     tally_.live_requested += n;
+    if (tally_.live_requested > tally_.peak_requested) tally_.peak_requested = tally_.live_requested;
     board_.publish(thread_, tally_.live_requested);
     if ((tally_.allocs & 1023) == 0) board_.sample();
     return p;
