@@ -36,6 +36,13 @@ struct Arena {
   RangeAllocator ranges;
   uint64_t last_free_seq = 0;  // pool-wide free sequence number of the last free here
 
+  // Plain segments: filed in the owner's FitIndex under their largest free
+  // range, so a request finds a segment that holds it in O(1).
+  static constexpr uint8_t kNotFiled = 0xFF;
+  uint64_t largest = 0;
+  uint32_t fit_prev = ~uint32_t{0}, fit_next = ~uint32_t{0};
+  uint8_t fit_bucket = kNotFiled;
+
   // Expandable only: which granules are backed by memory. `transition` is
   // set while a thread maps or unmaps granules (outside the pool lock);
   // others needing an unmapped granule wait for it. `unpublished` counts
@@ -123,11 +130,23 @@ struct Arena {
   }
 };
 
+// Plain segments of one stream and kind by the size of their largest free
+// range: bucket b holds those whose largest free range is in [2^b, 2^(b+1)).
+struct FitIndex {
+  static constexpr uint32_t kEmpty = ~uint32_t{0};
+  uint32_t head[64];
+  uint64_t mask = 0;  // bit b: bucket b is not empty
+  FitIndex() {
+    for (uint32_t& h : head) h = kEmpty;
+  }
+};
+
 // Per stream: the plain arenas it owns (per kind), its expandable arenas, and
 // its marker fence.
 struct StreamState {
   StreamHandle stream = 0;
-  std::vector<uint32_t> arenas[2];  // plain arenas, by Kind
+  std::vector<uint32_t> arenas[2];  // plain arenas, by Kind, sorted by size
+  FitIndex fit[2];                  // the same arenas by largest free range
   uint32_t hint[2] = {kNoArena, kNoArena};  // where the last block came from / went to
   uint32_t expandable[2] = {kNoArena, kNoArena};
   FenceId marker = kNoFence;  // recorded on `stream`, pending

@@ -1,6 +1,8 @@
 // unipool device pool: allocation from cached memory. The hot path is
 // allocate() -> from_cache() -> carve_own() -> carve_in() -> publish(): one
 // lock, one range allocator call, one table insert, the stats.
+#include <algorithm>
+#include <bit>
 #include <string>
 
 #include "device/pool_impl.hpp"
@@ -70,18 +72,99 @@ void* DevicePool::Impl::carve_own(StreamState& s, const Request& r) {
     const uint32_t id = s.expandable[k];
     return id == StreamState::kNoArena ? nullptr : carve_in(*arenas[id], r);
   }
+  // The last arena used, if it is not bigger than a new segment for r would
+  // be: the hot path (a block freed and asked for again) ends here.
   const uint32_t hint = s.hint[k];
-  if (hint != StreamState::kNoArena) {
+  if (hint != StreamState::kNoArena && arenas[hint]->size <= device::segment_size(r.size)) {
     if (void* p = carve_in(*arenas[hint], r)) return p;
   }
-  for (const uint32_t id : s.arenas[k]) {
-    if (id == hint) continue;
-    if (void* p = carve_in(*arenas[id], r)) {
-      s.hint[k] = id;
-      return p;
+  if (void* p = best_fit(s, r)) return p;
+  return nullptr;
+}
+
+// A segment that holds r, found through the fit index: first among those
+// whose largest free range is in r's power of two (a few are checked: the
+// tightest fit), else any of the smallest bucket above (all of them hold r).
+// Keeping big free ranges for big requests is what keeps plain segments from
+// fragmenting.
+void* DevicePool::Impl::best_fit(StreamState& s, const Request& r) {
+  const auto k = static_cast<size_t>(r.kind);
+  device::FitIndex& index = s.fit[k];
+  const auto own_bucket = static_cast<uint32_t>(63 - std::countl_zero(r.size));
+  uint32_t best = device::FitIndex::kEmpty;
+  uint64_t best_free = ~uint64_t{0};
+  uint32_t budget = 8;
+  for (uint32_t id = index.head[own_bucket]; id != device::FitIndex::kEmpty && budget > 0; --budget) {
+    const Arena& a = *arenas[id];
+    if (a.whole_only == r.oversize && a.largest >= r.size && a.largest < best_free) {
+      best = id;
+      best_free = a.largest;
+    }
+    id = a.fit_next;
+  }
+  for (uint64_t above = own_bucket + 1 < 64 ? index.mask >> (own_bucket + 1) << (own_bucket + 1) : 0;
+       best == device::FitIndex::kEmpty && above != 0; above &= above - 1) {
+    const auto bucket = static_cast<uint32_t>(std::countr_zero(above));
+    for (uint32_t id = index.head[bucket]; id != device::FitIndex::kEmpty; id = arenas[id]->fit_next) {
+      if (arenas[id]->whole_only == r.oversize) {
+        best = id;
+        break;
+      }
     }
   }
-  return nullptr;
+  if (best == device::FitIndex::kEmpty) return nullptr;
+  void* p = carve_in(*arenas[best], r);
+  if (p != nullptr) s.hint[k] = best;
+  return p;
+}
+
+void DevicePool::Impl::fit_unlink(Arena& a) {
+  if (a.fit_bucket == Arena::kNotFiled) return;
+  device::FitIndex& index = a.owner->fit[static_cast<size_t>(a.kind)];
+  if (a.fit_prev != device::FitIndex::kEmpty) {
+    arenas[a.fit_prev]->fit_next = a.fit_next;
+  } else {
+    index.head[a.fit_bucket] = a.fit_next;
+    if (a.fit_next == device::FitIndex::kEmpty) index.mask &= ~(uint64_t{1} << a.fit_bucket);
+  }
+  if (a.fit_next != device::FitIndex::kEmpty) arenas[a.fit_next]->fit_prev = a.fit_prev;
+  a.fit_prev = a.fit_next = device::FitIndex::kEmpty;
+  a.fit_bucket = Arena::kNotFiled;
+}
+
+void DevicePool::Impl::refit(Arena& a) {
+  if (a.expandable) return;
+  const uint64_t largest = a.ranges.largest_free();
+  const uint8_t bucket = largest == 0 ? Arena::kNotFiled : static_cast<uint8_t>(63 - std::countl_zero(largest));
+  a.largest = largest;
+  if (bucket == a.fit_bucket) return;
+  fit_unlink(a);
+  if (bucket == Arena::kNotFiled) return;
+  device::FitIndex& index = a.owner->fit[static_cast<size_t>(a.kind)];
+  a.fit_bucket = bucket;
+  a.fit_prev = device::FitIndex::kEmpty;
+  a.fit_next = index.head[bucket];
+  if (a.fit_next != device::FitIndex::kEmpty) arenas[a.fit_next]->fit_prev = a.id;
+  index.head[bucket] = a.id;
+  index.mask |= uint64_t{1} << bucket;
+}
+
+void DevicePool::Impl::own(StreamState& s, Arena& a) {
+  auto& owned = s.arenas[static_cast<size_t>(a.kind)];
+  const auto at = std::upper_bound(owned.begin(), owned.end(), a.size,
+                                   [&](uint64_t size, uint32_t id) { return size < arenas[id]->size; });
+  owned.insert(at, a.id);
+  a.owner = &s;
+  refit(a);
+}
+
+void DevicePool::Impl::disown(Arena& a) {
+  fit_unlink(a);
+  StreamState& s = *a.owner;
+  const auto k = static_cast<size_t>(a.kind);
+  auto& owned = s.arenas[k];
+  owned.erase(std::find(owned.begin(), owned.end(), a.id));
+  if (s.hint[k] == a.id) s.hint[k] = StreamState::kNoArena;
 }
 
 // A free range of another stream's arena, once that stream is known to be
@@ -105,18 +188,16 @@ void* DevicePool::Impl::steal(StreamState& s, const Request& r) {
       if (void* p = try_arena(other.expandable[k])) return p;
     }
     for (size_t i = 0; i < other.arenas[k].size(); ++i) {
-      const uint32_t id = other.arenas[k][i];
+      const uint32_t id = other.arenas[k][i];  // (own() below changes this list only before returning)
       void* p = try_arena(id);
       if (p == nullptr) continue;
       Arena& a = *arenas[id];
       if (a.ranges.live_allocations() == 1) {
         // The whole segment was idle: it changes hands, so the new owner's
         // frees are immediate again.
-        other.arenas[k].erase(other.arenas[k].begin() + static_cast<std::ptrdiff_t>(i));
-        if (other.hint[k] == id) other.hint[k] = StreamState::kNoArena;
-        s.arenas[k].push_back(id);
+        disown(a);
+        own(s, a);
         s.hint[k] = id;
-        a.owner = &s;
         a.last_free_seq = 0;
       }
       return p;
@@ -147,6 +228,7 @@ void* DevicePool::Impl::carve_in(Arena& a, const Request& r) {
   }
   device::stat_change(stats.inactive_split, a.kind, a.split_count() - split_count);
   device::stat_change(stats.inactive_split_bytes, a.kind, a.split_bytes() - split_bytes);
+  refit(a);
   return publish(a, range, extent, r);
 }
 

@@ -107,7 +107,10 @@ void DevicePool::Impl::finish_free(uint32_t id) {
   device::stat_change(stats.active, a.kind, -1);
   device::stat_change(stats.active_bytes, a.kind, -static_cast<int64_t>(b.size));
   device::stat_change(stats.requested_bytes, a.kind, -static_cast<int64_t>(b.requested));
-  if (!a.expandable) a.owner->hint[static_cast<size_t>(a.kind)] = a.id;
+  if (!a.expandable) {
+    a.owner->hint[static_cast<size_t>(a.kind)] = a.id;
+    refit(a);
+  }
   blocks.release(id);
 }
 

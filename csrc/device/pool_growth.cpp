@@ -99,7 +99,7 @@ void* DevicePool::Impl::grow_segment(const Request& r, GrowthFailure* why) {
   arena->whole_only = r.oversize;
   Arena& a = *arena;
   const uint32_t id = add_arena(std::move(arena));
-  s.arenas[static_cast<size_t>(r.kind)].push_back(id);
+  own(s, a);
   s.hint[static_cast<size_t>(r.kind)] = id;
   device::stat_change(stats.segment, r.kind, 1);
   device::stat_change(stats.reserved_bytes, r.kind, static_cast<int64_t>(bytes));

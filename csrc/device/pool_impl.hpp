@@ -83,6 +83,11 @@ struct DevicePool::Impl {
   void* carve_in(Arena& a, const Request& r);
   void* publish(Arena& a, const RangeAllocation& range, uint64_t extent, const Request& r);
   StreamState& stream_state(StreamHandle stream);
+  void own(StreamState& s, Arena& a);  // files a plain segment under s, by size
+  void disown(Arena& a);
+  void refit(Arena& a);  // after a's free ranges changed (plain segments)
+  void fit_unlink(Arena& a);
+  void* best_fit(StreamState& s, const Request& r);
 
   // ---- pool_free.cpp
   Status deallocate(void* ptr, std::string* why);

@@ -89,7 +89,6 @@ std::vector<device::Release> DevicePool::Impl::take_releasable() {
       request_marker(*a.owner);
       continue;
     }
-    const auto k = static_cast<size_t>(a.kind);
     if (a.expandable) {
       std::vector<std::pair<uint64_t, uint64_t>> runs;
       a.releasable_runs(runs);
@@ -109,9 +108,7 @@ std::vector<device::Release> DevicePool::Impl::take_releasable() {
       continue;
     }
     if (a.ranges.live_allocations() != 0) continue;
-    auto& owned = a.owner->arenas[k];
-    owned.erase(std::find(owned.begin(), owned.end(), a.id));
-    if (a.owner->hint[k] == a.id) a.owner->hint[k] = StreamState::kNoArena;
+    disown(a);
     device::stat_change(stats.segment, a.kind, -1);
     device::stat_change(stats.reserved_bytes, a.kind, -static_cast<int64_t>(a.size));
     // The id stays taken (its slot null) until the backend call succeeded.
@@ -161,9 +158,9 @@ void DevicePool::Impl::give_back(std::vector<device::Release>& items) {
       }
       device::stat_change(stats.segment, a->kind, 1);
       device::stat_change(stats.reserved_bytes, a->kind, static_cast<int64_t>(a->size));
-      a->owner->arenas[static_cast<size_t>(a->kind)].push_back(a->id);
       remapped.push_back(DeviceSegmentEvent{device, a->base, a->size, false});
       arenas[a->id] = std::move(item.segment);
+      own(*a->owner, *a);
     }
     transition_done.notify_all();
   }

@@ -92,6 +92,31 @@ bool DevicePool::Impl::validate(std::string* why) const {
         }
       }
       if (s.hint[k] != StreamState::kNoArena && !seen.count(s.hint[k])) return fail(why, "stale segment hint");
+      // The fit index files each segment once, in the bucket of its largest free range.
+      uint64_t filed = 0;
+      for (uint32_t b = 0; b < 64; ++b) {
+        const bool empty = s.fit[k].head[b] == device::FitIndex::kEmpty;
+        if (empty == ((s.fit[k].mask >> b) & 1)) return fail(why, "fit index mask disagrees with its buckets");
+        uint32_t prev = device::FitIndex::kEmpty;
+        for (uint32_t id = s.fit[k].head[b]; id != device::FitIndex::kEmpty; id = arenas[id]->fit_next) {
+          const Arena& a = *arenas[id];
+          if (!seen.count(id) || a.fit_bucket != b || a.fit_prev != prev || a.largest != a.ranges.largest_free() ||
+              a.largest >> b != 1 || ++filed > seen.size()) {
+            return fail(why, "fit index is inconsistent");
+          }
+          prev = id;
+        }
+      }
+      for (const uint32_t id : s.arenas[k]) {
+        if ((arenas[id]->ranges.largest_free() != 0) != (arenas[id]->fit_bucket != Arena::kNotFiled)) {
+          return fail(why, "a segment with free space is missing from the fit index");
+        }
+      }
+      for (size_t i = 1; i < s.arenas[k].size(); ++i) {
+        if (arenas[s.arenas[k][i - 1]]->size > arenas[s.arenas[k][i]]->size) {
+          return fail(why, "a stream's segment list is not sorted by size");
+        }
+      }
     }
   }
 
