@@ -1,0 +1,256 @@
+// unipool torch extension: the pinned host allocator (at::HostAllocator) over
+// the host pool. Exact sizes (the pool's, no power-of-two rounding). A block
+// whose DataPtr was used by a copy on a stream (record_event) goes back to the
+// pool only after a fence recorded on that stream at free time completes, as
+// torch's own allocator does; a ctx it did not create is refused (false).
+#include <ATen/core/CachingHostAllocator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "unipool_torch.hpp"
+
+namespace unipool::torch_ext {
+namespace {
+
+// One fence standing for several (a block used on several streams): complete
+// when all are. Ids are indexes into `groups_` plus one.
+class FenceGroups final : public FenceSource {
+ public:
+  FenceId make(FenceSource& inner, std::vector<FenceId> fences) {
+    std::lock_guard lock(mutex_);
+    groups_[++next_] = Group{&inner, std::move(fences)};
+    return next_;
+  }
+  FenceId record(int, StreamHandle) override { return kNoFence; }
+  bool completed(FenceId id) override {
+    std::lock_guard lock(mutex_);
+    const Group& g = groups_.at(id);
+    for (FenceId f : g.fences) {
+      if (!g.inner->completed(f)) return false;
+    }
+    return true;
+  }
+  void wait(FenceId id) override {
+    Group g;
+    {
+      std::lock_guard lock(mutex_);
+      g = groups_.at(id);
+    }
+    for (FenceId f : g.fences) g.inner->wait(f);
+  }
+  void release(FenceId id) override {
+    std::lock_guard lock(mutex_);
+    const Group& g = groups_.at(id);
+    for (FenceId f : g.fences) g.inner->release(f);
+    groups_.erase(id);
+  }
+
+ private:
+  struct Group {
+    FenceSource* inner = nullptr;
+    std::vector<FenceId> fences;
+  };
+  std::mutex mutex_;
+  std::unordered_map<FenceId, Group> groups_;
+  FenceId next_ = 0;
+};
+
+struct StreamUse {
+  int device;
+  StreamHandle stream;
+};
+
+class UnipoolHostAllocator final : public at::HostAllocator {
+ public:
+  at::DataPtr allocate(size_t n) override {
+    if (n == 0) return {nullptr, nullptr, &raw_delete, c10::Device(c10::kCPU)};
+    void* p = host_pool().allocate(n);
+    TORCH_CHECK_WITH(OutOfMemoryError, p != nullptr, "unipool pinned host allocator: cannot allocate ", n,
+                     " bytes: ", HostPool::last_error());
+    const int64_t usable = static_cast<int64_t>(host_pool().usable_size(p));
+    {
+      std::lock_guard lock(mutex_);
+      live_.emplace(p, Live{usable, {}});
+      stats_.active_requests.increase(1);
+      stats_.active_bytes.increase(usable);
+      stats_.allocations.increase(1);
+      stats_.allocated_bytes.increase(usable);
+    }
+    return {p, p, &raw_delete, c10::Device(c10::kCPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &raw_delete; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+
+  bool record_event(void* ptr, void* ctx, c10::Stream stream) override {
+    if (ptr == nullptr || ctx != ptr) return false;  // not a DataPtr this allocator made
+    std::lock_guard lock(mutex_);
+    auto it = live_.find(ctx);
+    if (it == live_.end()) return false;
+    const StreamUse use{stream.device_index(), stream_handle(stream)};
+    for (const StreamUse& u : it->second.streams) {
+      if (u.device == use.device && u.stream == use.stream) return true;
+    }
+    it->second.streams.push_back(use);
+    return true;
+  }
+
+  void empty_cache() override {
+    host_pool().collect_deferred();
+    host_pool().trim();
+  }
+
+  at::HostStats get_stats() override {
+    std::lock_guard lock(mutex_);
+    at::HostStats s = stats_;
+    const HostPoolStats pool = host_pool().stats();
+    s.num_host_alloc = static_cast<int64_t>(pool.pin_registrations);
+    return s;
+  }
+  void reset_accumulated_stats() override {
+    std::lock_guard lock(mutex_);
+    for (c10::CachingAllocator::Stat* st : {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations,
+                                            &stats_.allocated_bytes}) {
+      st->reset_accumulated();
+    }
+    stats_.num_host_free = 0;
+  }
+  void reset_peak_stats() override {
+    std::lock_guard lock(mutex_);
+    for (c10::CachingAllocator::Stat* st : {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations,
+                                            &stats_.allocated_bytes}) {
+      st->reset_peak();
+    }
+    host_pool().reset_peaks();
+  }
+
+  static UnipoolHostAllocator& instance() {
+    static auto* a = new UnipoolHostAllocator();  // never destroyed: pinned tensors may outlive everything
+    return *a;
+  }
+
+ private:
+  struct Live {
+    int64_t usable;
+    std::vector<StreamUse> streams;
+  };
+
+  static void raw_delete(void* p) {
+    if (p) instance().release(p);
+  }
+
+  void release(void* p) {
+    Live live;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = live_.find(p);
+      TORCH_INTERNAL_ASSERT(it != live_.end(), "unipool pinned host allocator: free of an unknown block");
+      live = std::move(it->second);
+      live_.erase(it);
+      stats_.active_requests.decrease(1);
+      stats_.active_bytes.decrease(live.usable);
+      stats_.allocations.decrease(1);
+      stats_.allocated_bytes.decrease(live.usable);
+      ++stats_.num_host_free;
+    }
+    FenceSource* fences = cuda_hooks().fences ? cuda_hooks().fences() : nullptr;
+    if (live.streams.empty() || fences == nullptr) {
+      host_pool().free(p);
+      return;
+    }
+    std::vector<FenceId> ids;
+    for (const StreamUse& u : live.streams) {
+      const FenceId f = fences->record(u.device, u.stream);
+      if (f != kNoFence) ids.push_back(f);
+    }
+    if (ids.empty()) {
+      host_pool().free(p);  // no fence could be recorded: the backend error is in its last_error
+    } else if (ids.size() == 1) {
+      host_pool().free_after(p, *fences, ids[0]);
+    } else {
+      host_pool().free_after(p, groups_, groups_.make(*fences, std::move(ids)));
+    }
+  }
+
+  std::mutex mutex_;
+  std::unordered_map<void*, Live> live_;
+  at::HostStats stats_;
+  FenceGroups groups_;
+};
+
+bool g_registered = false;
+
+// Test hooks: DataPtrs from the allocator torch has registered for kCUDA,
+// kept here by handle, so Python can drive it without a GPU (pin_memory()
+// itself needs a driver).
+std::mutex g_hook_mutex;
+std::unordered_map<uint64_t, at::DataPtr> g_hook_ptrs;
+uint64_t g_hook_next = 0;
+
+py::dict host_stats_dict(const at::HostStats& s) {
+  py::dict d;
+  auto stat = [&](const char* name, const c10::CachingAllocator::Stat& st) {
+    d[(std::string(name) + ".current").c_str()] = st.current;
+    d[(std::string(name) + ".peak").c_str()] = st.peak;
+    d[(std::string(name) + ".allocated").c_str()] = st.allocated;
+    d[(std::string(name) + ".freed").c_str()] = st.freed;
+  };
+  stat("active_requests", s.active_requests);
+  stat("active_bytes", s.active_bytes);
+  stat("allocations", s.allocations);
+  stat("allocated_bytes", s.allocated_bytes);
+  d["num_host_alloc"] = s.num_host_alloc;
+  d["num_host_free"] = s.num_host_free;
+  return d;
+}
+
+}  // namespace
+
+void register_host_allocator() {
+  at::setHostAllocator(at::kCUDA, &UnipoolHostAllocator::instance(), /*priority=*/1);
+  g_registered = true;
+}
+
+bool host_allocator_registered() {
+  return g_registered && at::getHostAllocator(at::kCUDA) == &UnipoolHostAllocator::instance();
+}
+
+void bind_host_allocator(py::module_& m) {
+  m.def("_host_allocator_is_unipool", &host_allocator_registered);
+  m.def("_host_alloc", [](size_t n) {
+    at::DataPtr p = at::getHostAllocator(at::kCUDA)->allocate(n);
+    const uint64_t address = reinterpret_cast<uint64_t>(p.get());
+    std::lock_guard lock(g_hook_mutex);
+    g_hook_ptrs.emplace(++g_hook_next, std::move(p));
+    return py::make_tuple(g_hook_next, address);
+  });
+  m.def("_host_record_event", [](uint64_t handle, int64_t stream_id, bool foreign_ctx) {
+    std::lock_guard lock(g_hook_mutex);
+    at::DataPtr& p = g_hook_ptrs.at(handle);
+    int other = 0;
+    void* ctx = foreign_ctx ? static_cast<void*>(&other) : p.get_context();
+    c10::Stream stream(c10::Stream::UNSAFE, c10::Device(c10::kCUDA, 0), stream_id);
+    return at::getHostAllocator(at::kCUDA)->record_event(p.get(), ctx, stream);
+  });
+  m.def("_host_free", [](uint64_t handle) {
+    at::DataPtr p;
+    {
+      std::lock_guard lock(g_hook_mutex);
+      auto it = g_hook_ptrs.find(handle);
+      TORCH_CHECK(it != g_hook_ptrs.end(), "unknown handle");
+      p = std::move(it->second);
+      g_hook_ptrs.erase(it);
+    }
+  });
+  m.def("_host_allocator_stats", [] { return host_stats_dict(at::getHostAllocator(at::kCUDA)->get_stats()); });
+  m.def("_host_allocator_reset_peak", [] { at::getHostAllocator(at::kCUDA)->reset_peak_stats(); });
+  m.def("_host_allocator_reset_accumulated", [] { at::getHostAllocator(at::kCUDA)->reset_accumulated_stats(); });
+  m.def("_host_allocator_empty_cache", [] { at::getHostAllocator(at::kCUDA)->empty_cache(); });
+}
+
+}  // namespace unipool::torch_ext

@@ -1,0 +1,59 @@
+"""unipool: a memory pool for LLM inference runtimes, for PyTorch.
+
+- ``unipool.torch.install()``: unipool as torch's CUDA allocator and pinned
+  host allocator (docs/pytorch.md).
+- ``unipool.library_path()``: libunipool for ``CUDAPluggableAllocator``.
+- ``unipool.empty / zeros / ones / full``: CPU tensors from the host pool.
+- ``unipool.KVBlockPool``: the KV-cache offload block pool (docs/kv_offload.md).
+"""
+from __future__ import annotations
+
+import os as _os
+
+import torch as _torch  # loads libtorch before the extension
+
+from . import _C
+from ._C import KVDoubleFreeError, KVPoolExhaustedError, host_stats, host_validate
+from .kv import KVBlockPool
+
+__all__ = ["KVBlockPool", "KVPoolExhaustedError", "KVDoubleFreeError", "empty", "zeros", "ones", "full",
+           "empty_like", "host_stats", "host_validate", "library_path"]
+__version__ = "0.1.0"
+
+
+def _shape(size) -> list[int]:
+    if len(size) == 1 and isinstance(size[0], (tuple, list, _torch.Size)):
+        size = size[0]
+    return [int(d) for d in size]
+
+
+def empty(*size, dtype: _torch.dtype | None = None) -> _torch.Tensor:
+    """A CPU tensor whose memory comes from unipool's host pool; the memory
+    goes back to the pool when the last tensor or view of it dies."""
+    return _C.empty(_shape(size), dtype or _torch.get_default_dtype())
+
+
+def zeros(*size, dtype: _torch.dtype | None = None) -> _torch.Tensor:
+    return empty(*size, dtype=dtype).zero_()
+
+
+def ones(*size, dtype: _torch.dtype | None = None) -> _torch.Tensor:
+    return empty(*size, dtype=dtype).fill_(1)
+
+
+def full(size, fill_value, *, dtype: _torch.dtype | None = None) -> _torch.Tensor:
+    return empty(size, dtype=dtype).fill_(fill_value)
+
+
+def empty_like(t: _torch.Tensor) -> _torch.Tensor:
+    return empty(list(t.shape), dtype=t.dtype)
+
+
+def library_path() -> str:
+    """libunipool.so in this package: pass it to
+    torch.cuda.memory.CUDAPluggableAllocator(path, "unipool_alloc", "unipool_free")."""
+    here = _os.path.dirname(__file__)
+    for name in sorted(_os.listdir(here)):
+        if name.startswith("libunipool.so"):
+            return _os.path.join(here, name)
+    raise FileNotFoundError(f"libunipool.so is not in {here}")

@@ -1,0 +1,99 @@
+"""The KV-cache offload block pool: one large host arena (pinned where a GPU
+is present) cut into uniform blocks, handed out by id (docs/kv_offload.md)."""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Union
+
+import torch
+
+from . import _C
+
+Ids = Union[torch.Tensor, Sequence[int]]
+
+
+class KVBlockPool(_C._KVCore):
+    """``KVBlockPool(block_bytes=..., num_blocks=..., *, pinned=None, numa_node=None)``
+    or ``KVBlockPool(block_shape=..., dtype=..., num_blocks=...)``.
+
+    pinned: None pins where a CUDA device is present, True requires pinning,
+    False keeps the arena pageable. numa_node binds the arena to a node.
+
+    alloc(n[, out]) -> ids (a list, or `out`, a 1-D int64/int32 tensor, filled)
+    free(ids); free_after(ids, stream); view(id) / view(ids); blocks (the whole
+    arena as one tensor); copy_to_device / copy_from_device; stats(); validate().
+    Exhaustion raises KVPoolExhaustedError (a MemoryError); a double free,
+    an id out of range or repeated in a batch raise KVDoubleFreeError (a
+    ValueError) and free nothing.
+    """
+
+    def __init__(self, block_bytes: Optional[int] = None, num_blocks: Optional[int] = None, *,
+                 block_shape: Optional[Sequence[int]] = None, dtype: Optional[torch.dtype] = None,
+                 pinned: Optional[bool] = None, numa_node: Optional[int] = None, alignment: int = 256):
+        if num_blocks is None:
+            raise TypeError("KVBlockPool: num_blocks is required")
+        if block_shape is not None:
+            if dtype is None:
+                raise TypeError("KVBlockPool: block_shape needs a dtype")
+            shape = tuple(int(d) for d in block_shape)
+            nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+            if block_bytes is not None and block_bytes != nbytes:
+                raise ValueError(f"KVBlockPool: block_bytes={block_bytes} but block_shape x dtype is {nbytes} bytes")
+            block_bytes = nbytes
+        else:
+            if block_bytes is None:
+                raise TypeError("KVBlockPool: give block_bytes, or block_shape and dtype")
+            shape, dtype = (int(block_bytes),), dtype or torch.uint8
+            if dtype != torch.uint8:
+                raise ValueError("KVBlockPool: dtype without block_shape; give block_shape too")
+        self._init(int(block_bytes), int(num_blocks), -1 if pinned is None else int(bool(pinned)),
+                   -1 if numa_node is None else int(numa_node), int(alignment))
+        self.block_shape = shape
+        self.dtype = dtype
+        # The whole arena, [num_blocks, *block_shape]: zero-copy; it and its
+        # views keep the arena alive after the pool object is gone.
+        self.blocks = _C._kv_arena(self, list(shape), dtype)
+
+    def view(self, ids: Union[int, Ids]):
+        """A block as a tensor of block_shape (a view into the arena), or a
+        list of such views for several ids."""
+        if isinstance(ids, int):
+            return self.blocks[ids]
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        return [self.blocks[i] for i in ids]
+
+    def free_after(self, ids: Ids, stream=None) -> None:
+        """Frees `ids` once the work queued so far on `stream` (a
+        torch.cuda.Stream; default: the current stream) is done, so an async
+        copy out of them can still read them. Without CUDA: freed at once
+        (the copies were synchronous)."""
+        if stream is None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            stream = torch.cuda.current_stream()
+        if stream is None:
+            self.free(ids)
+            return
+        _C._kv_free_after(self, ids, int(stream.device.index or 0), int(stream.cuda_stream))
+
+    def copy_to_device(self, ids: Ids, device_tensor: torch.Tensor, stream=None, *, dst: Optional[Ids] = None,
+                       non_blocking: bool = True) -> None:
+        """device_tensor[dst[i]] = block ids[i] (dst defaults to 0..n-1), in
+        as few copies as runs of consecutive ids allow, on `stream`. On a CPU
+        tensor the same call copies host to host."""
+        self._copy(ids, device_tensor, stream, dst, True, non_blocking)
+
+    def copy_from_device(self, ids: Ids, device_tensor: torch.Tensor, stream=None, *, src: Optional[Ids] = None,
+                         non_blocking: bool = True) -> None:
+        """block ids[i] = device_tensor[src[i]] (src defaults to 0..n-1)."""
+        self._copy(ids, device_tensor, stream, src, False, non_blocking)
+
+    def _copy(self, ids, other, stream, slots, to_device, non_blocking):
+        if other.device.type == "cuda" and stream is not None:
+            with torch.cuda.stream(stream):
+                _C._kv_copy(self.blocks, ids, other, slots, to_device, non_blocking)
+        else:
+            _C._kv_copy(self.blocks, ids, other, slots, to_device, non_blocking and other.device.type != "cpu")
+
+    def __repr__(self) -> str:
+        return (f"KVBlockPool(num_blocks={self.num_blocks}, block_shape={self.block_shape}, dtype={self.dtype}, "
+                f"free={self.free_blocks}, {self.pinning_state})")
