@@ -1,0 +1,25 @@
+"""unipool pytest helpers. install() is process-wide and must come before
+CUDA initialises, so every test that installs runs its own interpreter."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+SIM = "backend=sim,sim_capacity=1GiB"
+HAS_GPU = torch.cuda.is_available()
+needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU and driver (none on this machine)")
+
+
+def run_py(code: str, env: dict | None = None) -> str:
+    """Runs `code` in a fresh interpreter; returns its stdout, fails the test
+    with its stderr when it exits non-zero."""
+    full_env = dict(os.environ)
+    full_env.pop("UNIPOOL_INSTALL", None)
+    full_env.update(env or {})
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                       env=full_env, timeout=120)
+    assert r.returncode == 0, f"child failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+    return r.stdout

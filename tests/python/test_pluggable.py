@@ -1,0 +1,57 @@
+"""The pluggable route: libunipool's exported entry points."""
+from conftest import SIM, needs_gpu, run_py
+
+
+def test_pluggable_allocator_constructs_and_installs():
+    out = run_py("""
+import torch, unipool, unipool.torch as ut
+alloc = torch.cuda.memory.CUDAPluggableAllocator(unipool.library_path(), "unipool_alloc", "unipool_free")
+torch.cuda.memory.change_current_allocator(alloc)
+print(torch.cuda.memory.get_allocator_backend())
+""", env={"UNIPOOL_DEVICE_CONF": SIM})
+    assert out.strip() == "pluggable"
+
+
+def test_exported_functions_allocate_and_free_on_sim():
+    run_py("""
+import ctypes, unipool
+lib = ctypes.CDLL(unipool.library_path())
+lib.unipool_alloc.restype = ctypes.c_void_p
+lib.unipool_alloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+lib.unipool_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+lib.unipool_record_stream.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+lib.unipool_memory_fraction.argtypes = [ctypes.c_double, ctypes.c_int]
+lib.unipool_device_stat.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64)]
+lib.unipool_last_error.restype = ctypes.c_char_p
+def stat(key):
+    v = ctypes.c_int64()
+    assert lib.unipool_device_stat(None, 0, key.encode(), ctypes.byref(v)) == 0
+    return v.value
+lib.unipool_init(1)
+p = lib.unipool_alloc(3 << 20, 0, None)
+q = lib.unipool_alloc(1000, 0, ctypes.c_void_p(0x55))
+assert p and q and p != q
+assert stat("allocated_bytes.all.current") == (3 << 20) + 1024
+assert stat("requested_bytes.all.current") == (3 << 20) + 1000
+lib.unipool_record_stream(p, ctypes.c_void_p(0x77))
+lib.unipool_free(p, 3 << 20, 0, None)
+lib.unipool_free(q, 1000, 0, ctypes.c_void_p(0x55))
+assert stat("allocated_bytes.all.current") == 0
+lib.unipool_free(q, 1000, 0, None)           # double free: refused, nothing breaks
+assert b"not" in lib.unipool_last_error() or lib.unipool_last_error()
+lib.unipool_memory_fraction(0.5, 0)
+assert lib.unipool_alloc(700 << 20, 0, None) is None   # over half of the 1 GiB sim device
+assert b"out of memory" in lib.unipool_last_error().lower()
+assert lib.unipool_alloc(0, 0, None) is None
+lib.unipool_reset()
+assert lib.unipool_device_validate(None) == 0
+""", env={"UNIPOOL_DEVICE_CONF": SIM})
+
+
+@needs_gpu
+def test_pluggable_gpu_tensors():
+    run_py("""
+import torch, unipool.torch as ut
+torch.cuda.memory.change_current_allocator(ut.pluggable_allocator())
+x = torch.ones(1 << 20, device="cuda"); assert float(x.sum()) == float(1 << 20)
+""")
