@@ -196,6 +196,9 @@ RangeAllocation RangeAllocator::allocate(uint64_t size, uint64_t alignment) {
   if (live_allocations_ >= live_limit_) return failure(Status::allocation_limit);
 
   const uint64_t extent = align_up(size, options_.alignment);
+  // A full pool is the common failure (callers evict and retry): answer it
+  // without a search.
+  if (extent > capacity_ - used_bytes_) return failure(Status::out_of_space);
   const uint32_t index = find_range(extent);
   if (index == kNone) return failure(Status::out_of_space);
   if (!take_front(index, extent)) return failure(Status::allocation_limit);
