@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The main job: builds the release preset and runs the benchmarks, printing
-# their tables and writing JSON into bench/results/.
-#   scripts/bench.sh            # full runs
-#   scripts/bench.sh --quick    # reduced counts (what CI runs)
+# The main job: builds the release preset and runs every benchmark, printing
+# its tables and writing JSON into bench/results/.
+#   scripts/bench.sh            # full runs (about 20 minutes on 2 cores)
+#   scripts/bench.sh --quick    # reduced counts (what the CI smoke runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,5 +10,19 @@ scripts/install_deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)"
 
-mkdir -p bench/results
-build/release/bench/offset_util/offset_util "$@" --json bench/results/offset_util.json
+out=bench/results
+mkdir -p "$out"
+bin=build/release/bench
+
+echo "=== offset_util: range-allocator utilization (docs/benchmarks.md) ==="
+"$bin/offset_util/offset_util" "$@" --json "$out/offset_util.json"
+
+echo "=== device_bench: device pool trace replay (docs/device_pool.md) ==="
+"$bin/device/device_bench" "$@" --json "$out/device.json"
+
+echo "=== unipool_host_bench: host allocators (docs/host_benchmarks.md) ==="
+"$bin/host/unipool_host_bench" "$@" --json "$out/host.json"
+
+echo "=== kv_offload: KV-cache offload pool (docs/kv_offload.md) ==="
+scripts/install_python_package.sh
+python3 bench/kv_offload/kv_offload.py "$@" --cpp "$bin/kv_offload/kv_alloc_cpp" --json "$out/kv_offload.json"

@@ -25,5 +25,8 @@ if ((${#missing[@]})); then
 fi
 
 if [ "${UNIPOOL_SKIP_PIP:-0}" != 1 ]; then
-  python3 -m pip install -q --disable-pip-version-check -r "$(dirname "$0")/requirements.txt"
+  pip=(python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore)
+  "${pip[@]}" -r "$(dirname "$0")/requirements.txt"
+  # torch 2.15 (CUDA 13.2 build, ~5 GB): the extension builds against it.
+  python3 -c "import torch" 2>/dev/null || "${pip[@]}" "torch>=2.15"
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of unipool: installs what is missing, then builds and runs
 # the ctest suites of the release, asan (ASan+UBSan) and tsan presets, a
-# smoke run of each benchmark, and a short libFuzzer session.
+# smoke run of each benchmark, the Python package's pytest suite (torch
+# extension) and a short libFuzzer session.
 #   scripts/test.sh                 # everything
 #   UNIPOOL_PRESETS="release" scripts/test.sh
 #   UNIPOOL_FUZZ_SECONDS=0 scripts/test.sh   # skip libFuzzer
@@ -18,8 +19,13 @@ for preset in ${UNIPOOL_PRESETS:-release asan tsan}; do
   ctest --preset "$preset" -j "$jobs"
 done
 
+
 fuzz_seconds=${UNIPOOL_FUZZ_SECONDS:-30}
 if [ "$fuzz_seconds" -gt 0 ] && command -v clang++ >/dev/null; then
   echo "=== libFuzzer, ${fuzz_seconds}s ==="
   tests/fuzz/run_libfuzzer.sh "$fuzz_seconds"
 fi
+
+echo "=== python package (torch extension) and pytest ==="
+scripts/install_python_package.sh
+python3 -m pytest -q tests/python

@@ -11,6 +11,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", required=True, help="where the benchmark writes its JSON")
     parser.add_argument("--keys", default="", help="comma-separated keys that must hold non-empty lists")
+    parser.add_argument("--record-keys", default="",
+                        help="comma-separated keys every record of a top-level list must have")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- benchmark command")
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -25,9 +27,16 @@ def main() -> int:
         if not isinstance(records, list) or not records:
             print(f"JSON key '{key}' is missing or empty", file=sys.stderr)
             return 1
-    if isinstance(data, list) and not data:
-        print("JSON list is empty", file=sys.stderr)
-        return 1
+    if isinstance(data, list):
+        if not data:
+            print("JSON list is empty", file=sys.stderr)
+            return 1
+        wanted = set(filter(None, args.record_keys.split(",")))
+        for record in data:
+            missing = wanted - set(record)
+            if missing:
+                print(f"record {record} lacks {sorted(missing)}", file=sys.stderr)
+                return 1
     print(f"{args.json}: ok")
     return 0
 
