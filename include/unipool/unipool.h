@@ -11,5 +11,8 @@
 #if __has_include("unipool/c/host.h")
 #include "unipool/c/host.h"
 #endif
+#if __has_include("unipool/c/pluggable.h")
+#include "unipool/c/pluggable.h"
+#endif
 
 #endif /* UNIPOOL_UNIPOOL_H */
