@@ -14,6 +14,7 @@ const char* to_string(Status s) noexcept {
       return "not a live allocation (double free, foreign or interior pointer)";
     case Status::bad_alignment: return "alignment is not a power of two";
     case Status::bad_argument: return "invalid argument";
+    case Status::backend_error: return "the memory backend failed (see the message)";
   }
   return "unknown status";
 }

@@ -1,4 +1,5 @@
-// unipool device pool: the out-of-memory report. It reads like PyTorch's
+// unipool device pool: the out-of-memory report (and the report of a backend
+// that failed for another reason). It reads like PyTorch's
 // "CUDA out of memory. Tried to allocate ..." and states what a person needs
 // to act: requested, allocated, reserved, device free, the largest free block
 // (fragmentation) and the limit, if one was hit.
@@ -103,6 +104,17 @@ void DevicePool::Impl::out_of_memory(const Request& r, const device::GrowthFailu
     }
   }
   throw OutOfMemoryError(m);
+}
+
+// Not an OOM: nothing is released, no retry, num_ooms and the observer stay
+// untouched; the caller learns which backend failed and what it said.
+void DevicePool::Impl::backend_error(const Request& r, const device::GrowthFailure& why) {
+  const std::string dev = std::to_string(device);
+  throw DevicePoolError(Status::backend_error,
+                        "unipool: the " + std::string(backend->name()) + " backend failed while allocating " +
+                            human(r.bytes) + " (" + std::to_string(r.bytes) + " bytes) on device " + dev + ": " +
+                            (why.status.message ? why.status.message : "") + " (error " +
+                            std::to_string(why.status.native) + "). Nothing was allocated.");
 }
 
 }  // namespace unipool

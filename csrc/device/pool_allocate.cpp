@@ -36,6 +36,11 @@ void* DevicePool::Impl::allocate(uint64_t bytes, StreamHandle stream) {
   }
   device::GrowthFailure why;
   if (void* p = grow(r, &why)) return p;
+  // A backend that failed for another reason than being full (a driver
+  // error, a sticky context error) is not helped by releasing the cache:
+  // report it as it is, as PyTorch does for anything but
+  // cudaErrorMemoryAllocation.
+  if (why.backend_failed()) backend_error(r, why);
   // OOM path: give back what the cache holds (waiting for the owners'
   // fences), then try once more, from the cache and then from the backend.
   {
@@ -48,6 +53,7 @@ void* DevicePool::Impl::allocate(uint64_t bytes, StreamHandle stream) {
     if (void* p = from_cache(r)) return p;
   }
   if (void* p = grow(r, &why)) return p;
+  if (why.backend_failed()) backend_error(r, why);
   out_of_memory(r, why);
 }
 

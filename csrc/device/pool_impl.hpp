@@ -38,6 +38,8 @@ struct Request {
 struct GrowthFailure {
   bool over_limit = false;
   BackendStatus status;
+  // The backend failed with an error other than out-of-memory.
+  bool backend_failed() const noexcept { return !over_limit && status.code == BackendStatus::error; }
 };
 
 // Memory taken out of the pool under the lock and given back to the backend
@@ -120,6 +122,8 @@ struct DevicePool::Impl {
 
   // ---- oom_report.cpp
   [[noreturn]] void out_of_memory(const Request& r, const device::GrowthFailure& why);
+  // DevicePoolError(Status::backend_error): the backend failed, not for lack of memory.
+  [[noreturn]] void backend_error(const Request& r, const device::GrowthFailure& why);
   uint64_t largest_free_block() const;  // lock held
 
   // ---- pool_snapshot.cpp / pool_validate.cpp

@@ -48,11 +48,12 @@ class SimBackend final : public DeviceBackend {
   ManualFenceSource& manual_fences() noexcept { return fences_; }
 
   // ---- for tests ----
-  // Makes the next `count` calls of `kind` fail with out_of_memory.
-  void fail_next(Call kind, uint64_t count = 1);
+  // Makes the next `count` calls of `kind` fail with `code` (out_of_memory,
+  // or error: a driver failure that is not about memory).
+  void fail_next(Call kind, uint64_t count = 1, BackendStatus::Code code = BackendStatus::out_of_memory);
   // Makes the call that is the `index`-th from now (0 = the next one) among
   // the memory calls (everything but memory_info) fail; that one call only.
-  void fail_call_at(uint64_t index);
+  void fail_call_at(uint64_t index, BackendStatus::Code code = BackendStatus::out_of_memory);
   void clear_faults();
   uint64_t calls(Call kind) const { return calls_[kind].load(std::memory_order_relaxed); }
   uint64_t memory_calls() const;  // every call but memory_info
@@ -81,8 +82,10 @@ class SimBackend final : public DeviceBackend {
   std::vector<Device> devices_;
   std::atomic<uint64_t> calls_[kCallKinds] = {};
   uint64_t fail_next_[kCallKinds] = {};
+  BackendStatus::Code fail_next_code_[kCallKinds] = {};
   uint64_t memory_call_count_ = 0;
   uint64_t fail_at_ = ~uint64_t{0};  // absolute memory-call number to fail
+  BackendStatus::Code fail_at_code_ = BackendStatus::out_of_memory;
   ManualFenceSource fences_;
 };
 

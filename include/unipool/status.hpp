@@ -14,6 +14,7 @@ enum class Status : uint8_t {
   not_live,          // free of something that is not a live allocation
   bad_alignment,     // an alignment that is not a power of two
   bad_argument,      // any other invalid argument
+  backend_error,     // the memory backend failed for a reason other than being full
 };
 
 // A short, stable, human-readable description ("double free or ...").

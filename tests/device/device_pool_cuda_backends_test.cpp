@@ -16,6 +16,7 @@
 #include "device_test_support.hpp"
 #include "support/rng.hpp"
 #include "support/test_scale.hpp"
+#include "unipool/c/device.h"
 
 namespace unipool::test {
 namespace {
@@ -142,6 +143,8 @@ void scenario(DevicePool& pool, StreamHandle a, StreamHandle b) {
     try {
       live.push_back(pool.allocate(bytes, s));
     } catch (const OutOfMemoryError&) {
+    } catch (const DevicePoolError& e) {  // the injected driver error, during growth
+      EXPECT_EQ(e.status(), Status::backend_error) << e.what();
     }
   };
   alloc(3000, a);
@@ -159,6 +162,67 @@ void scenario(DevicePool& pool, StreamHandle a, StreamHandle b) {
   fake::complete_all_events();
   for (void* p : live) pool.deallocate(p);
   pool.empty_cache();
+}
+
+// The call that gets memory from the driver, per backend.
+const char* memory_call(const char* backend) {
+  const std::string b = backend;
+  return b == "cuda_malloc" ? "cudaMalloc" : b == "nccl" ? "ncclMemAlloc" : "cuMemCreate";
+}
+
+// A driver error other than out-of-memory is Status::backend_error at once
+// (no release, no retry, not an OOM); an out-of-memory code (2 in all three
+// libraries: cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY,
+// ncclSystemError) takes the OOM path and its retry.
+TEST_P(DevicePoolOnFakeCuda, DriverErrorIsABackendErrorNotAnOom) {
+  const char* call = memory_call(GetParam().backend);
+  SCOPED_TRACE(call);
+  fake::fail_nth_call(call, 1);  // cudaErrorUnknown / CUDA_ERROR_UNKNOWN / ncclUnhandledCudaError
+  try {
+    pool->allocate(30 * kMiB, h1());
+    FAIL() << "expected DevicePoolError(backend_error)";
+  } catch (const OutOfMemoryError& e) {
+    FAIL() << "a driver error reported as OOM: " << e.what();
+  } catch (const DevicePoolError& e) {
+    EXPECT_EQ(e.status(), Status::backend_error);
+    const std::string text = e.what();
+    EXPECT_NE(text.find(std::string("the ") + GetParam().backend + " backend failed while allocating 30.00 MiB"),
+              std::string::npos) << text;
+  }
+  EXPECT_EQ(fake::last_fault(), call);
+  EXPECT_EQ(pool->stats().num_ooms, 0);
+  EXPECT_EQ(pool->stats().num_alloc_retries, 0);
+  EXPECT_EQ(fake::live_bytes(0), 0u);
+  (void)cudaGetLastError();
+
+  fake::fail_nth_call(call, 1, 2);  // out of memory: released, retried, served
+  void* p = pool->allocate(30 * kMiB, h1());
+  EXPECT_EQ(pool->stats().num_alloc_retries, 1);
+  EXPECT_EQ(pool->stats().num_ooms, 0);
+  pool->deallocate(p);
+  (void)cudaGetLastError();
+  EXPECT_POOL_VALID(*pool);
+  expect_stats_match_snapshot(*pool);
+}
+
+// The C ABI passes it on as UNIPOOL_BACKEND_ERROR.
+TEST(DeviceCApiOnFakeCuda, BackendErrorStatus) {
+  fake::reset();
+  unipool_device_pools_t* pools = nullptr;
+  ASSERT_EQ(unipool_device_pools_create("backend=cuda_malloc", &pools), UNIPOOL_OK) << unipool_last_error();
+  fake::fail_nth_call("cudaMalloc", 1);
+  unipool_status_t status = UNIPOOL_OK;
+  EXPECT_EQ(unipool_device_alloc(pools, 4 * kMiB, 0, nullptr, &status), nullptr);
+  EXPECT_EQ(status, UNIPOOL_BACKEND_ERROR);
+  EXPECT_STREQ(unipool_status_string(status), "the memory backend failed (see the message)");
+  EXPECT_NE(std::string(unipool_last_error()).find("cuda_malloc backend failed"), std::string::npos)
+      << unipool_last_error();
+  (void)cudaGetLastError();
+  void* p = unipool_device_alloc(pools, 4 * kMiB, 0, nullptr, &status);
+  EXPECT_NE(p, nullptr);
+  EXPECT_EQ(unipool_device_free(pools, p), UNIPOOL_OK);
+  unipool_device_pools_destroy(pools);
+  fake::reset();
 }
 
 TEST_P(DevicePoolOnFakeCuda, EveryCudaCallFailsInTurn) {

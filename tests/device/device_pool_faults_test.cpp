@@ -1,8 +1,12 @@
-// A backend failure injected at every backend call of a scenario in turn:
-// the failing call surfaces as OutOfMemoryError or is absorbed by the retry,
-// and afterwards the books are exact, nothing leaked and the pool still works.
+// A backend failure injected at every backend call of a scenario in turn,
+// as out-of-memory and as another driver error: the failing call surfaces as
+// OutOfMemoryError (or, for a driver error during growth, as
+// Status::backend_error) or is absorbed by the retry, and afterwards the
+// books are exact, nothing leaked and the pool still works.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "device_test_support.hpp"
@@ -12,12 +16,17 @@ namespace {
 
 // Growth and release on both pools and two streams, a pending free, an
 // empty_cache and an OOM retry (the device holds 96 MiB).
-void scenario(DevicePool& pool, ManualFenceSource& fences) {
+// Returns how many allocations failed with Status::backend_error.
+int scenario(DevicePool& pool, ManualFenceSource& fences) {
   std::vector<void*> live;
+  int backend_errors = 0;
   auto alloc = [&](uint64_t bytes, StreamHandle s) {
     try {
       live.push_back(pool.allocate(bytes, s));
     } catch (const OutOfMemoryError&) {
+    } catch (const DevicePoolError& e) {
+      EXPECT_EQ(e.status(), Status::backend_error) << e.what();
+      ++backend_errors;
     }
   };
   alloc(3000, kStreamA);
@@ -36,27 +45,38 @@ void scenario(DevicePool& pool, ManualFenceSource& fences) {
   for (void* p : live) pool.deallocate(p);
   alloc(12 * kMiB, kStreamC);
   pool.empty_cache();  // the 12 MiB block stays live: the test frees it
+  return backend_errors;
 }
 
-class DevicePoolFaults : public ::testing::TestWithParam<bool> {};
+// (expandable segments, the code every injected failure carries)
+class DevicePoolFaults : public ::testing::TestWithParam<std::tuple<bool, BackendStatus::Code>> {
+ protected:
+  bool expandable() const { return std::get<0>(GetParam()); }
+  BackendStatus::Code code() const { return std::get<1>(GetParam()); }
+};
 
 TEST_P(DevicePoolFaults, EveryBackendCallFailsInTurn) {
   uint64_t calls = 0;
+  int backend_errors = 0;
   {
-    SimPool clean(GetParam(), 96 * kMiB);
+    SimPool clean(expandable(), 96 * kMiB);
     scenario(*clean.pool, clean.backend->manual_fences());
     calls = clean.backend->memory_calls();
   }
   ASSERT_GT(calls, 8u);
   for (uint64_t k = 0; k < calls; ++k) {
     SCOPED_TRACE("failing memory call #" + std::to_string(k));
-    SimPool sim(GetParam(), 96 * kMiB);
+    SimPool sim(expandable(), 96 * kMiB);
     DevicePool& pool = *sim.pool;
     int64_t mapped_by_hooks = 0;
     pool.set_segment_hooks({[&](const DeviceSegmentEvent& e) { mapped_by_hooks += static_cast<int64_t>(e.bytes); },
                             [&](const DeviceSegmentEvent& e) { mapped_by_hooks -= static_cast<int64_t>(e.bytes); }});
-    sim.backend->fail_call_at(k);
-    scenario(pool, sim.backend->manual_fences());
+    sim.backend->fail_call_at(k, code());
+    const int errors = scenario(pool, sim.backend->manual_fences());
+    if (code() == BackendStatus::out_of_memory) {
+      EXPECT_EQ(errors, 0) << "an OOM reported as a backend error";
+    }
+    backend_errors += errors;
     sim.backend->clear_faults();
     EXPECT_POOL_VALID(pool);
     expect_stats_match_snapshot(pool);
@@ -79,10 +99,20 @@ TEST_P(DevicePoolFaults, EveryBackendCallFailsInTurn) {
     EXPECT_EQ(sim.backend->live_segments(0), 0u) << "the pool leaked backend memory";
     EXPECT_EQ(sim.backend->manual_fences().outstanding(), 0u) << "the pool leaked fences";
   }
+  // Driver errors during growth reach the caller (those while giving memory
+  // back are absorbed: the memory stays in the pool).
+  if (code() == BackendStatus::error) {
+    EXPECT_GT(backend_errors, 0);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Segments, DevicePoolFaults, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "expandable" : "plain"; });
+INSTANTIATE_TEST_SUITE_P(Segments, DevicePoolFaults,
+                         ::testing::Combine(::testing::Values(false, true),
+                                            ::testing::Values(BackendStatus::out_of_memory, BackendStatus::error)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "expandable" : "plain") +
+                                  (std::get<1>(info.param) == BackendStatus::error ? "_driver_error" : "_oom");
+                         });
 
 }  // namespace
 }  // namespace unipool::test

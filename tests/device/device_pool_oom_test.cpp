@@ -65,6 +65,76 @@ TEST_P(DevicePoolOom, ErrorTextCountersAndObserver) {
   EXPECT_POOL_VALID(pool);
 }
 
+// A backend error that is not out-of-memory (a driver failure) is reported
+// as Status::backend_error at once: no cache release, no retry, no OOM count,
+// no observer; the pool is unchanged and works once the backend does.
+TEST_P(DevicePoolOom, BackendErrorIsNotAnOom) {
+  SimPool sim(GetParam(), 256 * kMiB);
+  DevicePool& pool = *sim.pool;
+  int observed = 0;
+  pool.set_oom_observer([&](const DeviceOomInfo&) { ++observed; });
+  pool.deallocate(pool.allocate(30 * kMiB, kStreamA));  // cached
+  const DeviceStats before = pool.stats();
+  sim.backend->fail_next(SimBackend::allocate_call, 1, BackendStatus::error);
+  sim.backend->fail_next(SimBackend::map_call, 1, BackendStatus::error);
+  try {
+    pool.allocate(40 * kMiB, kStreamA);
+    FAIL() << "expected DevicePoolError(backend_error)";
+  } catch (const OutOfMemoryError& e) {
+    FAIL() << "a driver error reported as OOM: " << e.what();
+  } catch (const DevicePoolError& e) {
+    EXPECT_EQ(e.status(), Status::backend_error);
+    const std::string text = e.what();
+    EXPECT_NE(text.find("the sim backend failed while allocating 40.00 MiB (41943040 bytes) on device 0"),
+              std::string::npos) << text;
+    EXPECT_NE(text.find("sim: injected failure"), std::string::npos) << text;
+  }
+  sim.backend->clear_faults();
+  const DeviceStats after = pool.stats();
+  EXPECT_EQ(after.num_ooms, 0);
+  EXPECT_EQ(after.num_alloc_retries, 0);
+  EXPECT_EQ(after.num_device_free, 0);  // the cache was not released
+  EXPECT_EQ(after.reserved_bytes[0].current, before.reserved_bytes[0].current);
+  EXPECT_EQ(after.allocated_bytes[0].current, 0);
+  EXPECT_EQ(observed, 0);
+  EXPECT_EQ(static_cast<int64_t>(sim.backend->used_bytes(0)), after.reserved_bytes[0].current);
+  EXPECT_POOL_VALID(pool);
+  expect_stats_match_snapshot(pool);
+  void* p = pool.allocate(40 * kMiB, kStreamA);  // the backend works again
+  pool.deallocate(p);
+  EXPECT_POOL_VALID(pool);
+}
+
+// The same when the first growth met a full device: the second attempt's
+// driver error is what the caller learns.
+TEST_P(DevicePoolOom, BackendErrorAfterTheOomRetry) {
+  SimPool sim(GetParam(), 64 * kMiB);
+  DevicePool& pool = *sim.pool;
+  pool.deallocate(pool.allocate(30 * kMiB, kStreamA));  // cached by A
+  // B's growth fails for lack of memory (30 + 40 > 64); the retry, after A's
+  // cache went back, meets a driver error.
+  const SimBackend::Call grow_call = GetParam() ? SimBackend::map_call : SimBackend::allocate_call;
+  const uint64_t grows_before = sim.backend->calls(grow_call);
+  // plain: allocate (OOM), deallocate A's segment, allocate; expandable:
+  // reserve B's range, map (OOM), unmap A's granules, map.
+  sim.backend->fail_call_at(GetParam() ? 3 : 2, BackendStatus::error);
+  try {
+    pool.allocate(40 * kMiB, kStreamB);
+    FAIL() << "expected DevicePoolError(backend_error)";
+  } catch (const OutOfMemoryError& e) {
+    FAIL() << "a driver error reported as OOM: " << e.what();
+  } catch (const DevicePoolError& e) {
+    EXPECT_EQ(e.status(), Status::backend_error) << e.what();
+  }
+  sim.backend->clear_faults();
+  EXPECT_EQ(sim.backend->calls(grow_call) - grows_before, 2u);  // the first attempt and the retry
+  EXPECT_EQ(pool.stats().num_alloc_retries, 1);
+  EXPECT_EQ(pool.stats().num_ooms, 0);
+  EXPECT_POOL_VALID(pool);
+  expect_stats_match_snapshot(pool);
+  pool.deallocate(pool.allocate(40 * kMiB, kStreamB));
+}
+
 TEST_P(DevicePoolOom, LargestFreeBlockShowsFragmentation) {
   SimPool sim(GetParam(), 64 * kMiB, "memory_limit=40MiB");
   DevicePool& pool = *sim.pool;

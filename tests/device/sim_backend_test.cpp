@@ -88,6 +88,19 @@ TEST(SimBackend, FaultInjection) {
   EXPECT_TRUE(sim.deallocate(0, p, kMiB).is_ok());
 }
 
+TEST(SimBackend, InjectedFaultsCarryTheirCode) {
+  SimBackend sim;
+  void* p = nullptr;
+  EXPECT_EQ(sim.allocate(0, kMiB, &p).code, BackendStatus::ok);
+  sim.fail_next(SimBackend::deallocate_call, 1, BackendStatus::error);
+  EXPECT_EQ(sim.deallocate(0, p, kMiB).code, BackendStatus::error);
+  sim.fail_call_at(0);  // out of memory unless told otherwise
+  EXPECT_EQ(sim.deallocate(0, p, kMiB).code, BackendStatus::out_of_memory);
+  sim.fail_call_at(0, BackendStatus::error);
+  EXPECT_EQ(sim.deallocate(0, p, kMiB).code, BackendStatus::error);
+  EXPECT_TRUE(sim.deallocate(0, p, kMiB).is_ok());
+}
+
 TEST(SimBackend, ManualFences) {
   SimBackend sim;
   FenceSource& fences = sim.fences();

@@ -56,11 +56,11 @@ BackendStatus SimBackend::enter(Call kind, int device) {
   const uint64_t number = memory_call_count_++;
   if (number == fail_at_) {
     fail_at_ = ~uint64_t{0};
-    return fail(BackendStatus::out_of_memory, "sim: injected failure");
+    return fail(fail_at_code_, "sim: injected failure");
   }
   if (fail_next_[kind] > 0) {
     --fail_next_[kind];
-    return fail(BackendStatus::out_of_memory, "sim: injected failure");
+    return fail(fail_next_code_[kind], "sim: injected failure");
   }
   return BackendStatus::success();
 }
@@ -188,14 +188,16 @@ BackendStatus SimBackend::unreserve(int device, void* base, uint64_t bytes) {
   return BackendStatus::success();
 }
 
-void SimBackend::fail_next(Call kind, uint64_t count) {
+void SimBackend::fail_next(Call kind, uint64_t count, BackendStatus::Code code) {
   std::lock_guard lock(mutex_);
   fail_next_[kind] = count;
+  fail_next_code_[kind] = code;
 }
 
-void SimBackend::fail_call_at(uint64_t index) {
+void SimBackend::fail_call_at(uint64_t index, BackendStatus::Code code) {
   std::lock_guard lock(mutex_);
   fail_at_ = memory_call_count_ + index;
+  fail_at_code_ = code;
 }
 
 void SimBackend::clear_faults() {

@@ -18,7 +18,8 @@ typedef enum unipool_status {
   UNIPOOL_ALLOCATION_LIMIT = 4,
   UNIPOOL_NOT_LIVE = 5,
   UNIPOOL_BAD_ALIGNMENT = 6,
-  UNIPOOL_BAD_ARGUMENT = 7
+  UNIPOOL_BAD_ARGUMENT = 7,
+  UNIPOOL_BACKEND_ERROR = 8
 } unipool_status_t;
 
 /* A static, human-readable description of a status. */
