@@ -3,7 +3,8 @@
 // allocate: thread state -> heap of this pool -> current page of the class ->
 //   pop the page's free list. No lock, no atomic read-modify-write.
 // free: arena bounds -> segment (mask) -> page (shift) -> block checks ->
-//   owner is this thread -> push on the page's free list. Anything else (other
+//   owner is this thread -> free bitmap bit clear, no remote frees pending ->
+//   push on the page's free list. Anything else (other
 //   thread's page, shared page, large, huge, misuse) goes to free_slow().
 #pragma once
 
@@ -23,6 +24,7 @@ inline void* Engine::pop_fast(uint32_t cls) noexcept {
     if (UNIPOOL_LIKELY(b != nullptr)) {
       page->free = b->next;
       b->cookie = 0;
+      page->mark_live(page->index_of(b));
       page->used.store(page->used.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       bump(hot.allocs);
       return b;
@@ -60,11 +62,15 @@ inline Status Engine::free(void* p) noexcept {
     const uint64_t off = page->page_offset_of(p);
     const uint64_t idx = (off * page->reciprocal) >> 32;
     auto* b = static_cast<Block*>(p);
+    // Live proof without reading the block: its bit is clear (not on the
+    // local list) and no remote free is pending (it is not on xfree).
     if (UNIPOOL_LIKELY(idx * page->block_size == off && idx < page->extended.load(std::memory_order_relaxed) &&
-                       b->cookie != (a ^ secret_) &&
-                       page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread))) {
+                       page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread) &&
+                       !page->bit_is_free(static_cast<uint32_t>(idx)) &&
+                       page->xfree.load(std::memory_order_relaxed) == nullptr)) {
       b->next = page->free;
       b->cookie = a ^ secret_;
+      page->mark_free(static_cast<uint32_t>(idx));
       page->free = b;
       const uint32_t used = page->used.load(std::memory_order_relaxed) - 1;
       page->used.store(used, std::memory_order_relaxed);

@@ -3,6 +3,8 @@
 // segments and arenas.
 #include <new>
 
+#include <cstring>
+
 #include "host/engine.hpp"
 
 namespace unipool::host {
@@ -41,7 +43,10 @@ void Engine::format_page(Page* page, uint32_t cls) noexcept {
   page->block_size = kClassSize[cls];
   page->reciprocal = kClassReciprocal[cls];
   page->start = seg->page_start(page->index);
-  page->capacity = static_cast<uint32_t>(seg->page_bytes(page->index) / page->block_size);
+  const uint64_t bytes = seg->page_bytes(page->index);
+  page->capacity = page_capacity(bytes, page->block_size);
+  page->bitmap_off = page_bitmap_offset(bytes, page->capacity);
+  std::memset(page->free_bitmap(), 0, (uint64_t{page->capacity} + 63) / 64 * 8);
   page->free = nullptr;
   page->in_full = 0;
   page->used.store(0, std::memory_order_relaxed);
@@ -63,6 +68,7 @@ bool Engine::extend_page(Page* page) noexcept {
     b->cookie = reinterpret_cast<uintptr_t>(b) ^ secret_;
     head = b;
   }
+  for (uint32_t i = done; i < done + n; ++i) page->mark_free(i);
   page->free = head;
   page->extended.store(done + n, std::memory_order_relaxed);
   return true;
@@ -73,8 +79,10 @@ uint32_t Engine::collect_remote(Page* page) noexcept {
   if (list == nullptr) return 0;
   uint32_t n = 1;
   Block* tail = list;
+  page->mark_free(page->index_of(tail));
   while (tail->next != nullptr) {
     tail = tail->next;
+    page->mark_free(page->index_of(tail));
     ++n;
   }
   tail->next = page->free;
@@ -87,6 +95,7 @@ Block* Engine::pop_block(Page* page) noexcept {
   Block* b = page->free;
   page->free = b->next;
   b->cookie = 0;
+  page->mark_live(page->index_of(b));
   page->used.store(page->used.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return b;
 }

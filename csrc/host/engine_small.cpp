@@ -186,6 +186,7 @@ Status Engine::free_block(Page* page, Block* block) noexcept {
   } else if (owner == reinterpret_cast<uintptr_t>(t_thread) && t_thread != &g_empty_thread) {
     block->next = page->free;
     block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
+    page->mark_free(page->index_of(block));
     page->free = block;
     const uint32_t used = page->used.load(std::memory_order_relaxed) - 1;
     page->used.store(used, std::memory_order_relaxed);
@@ -226,6 +227,7 @@ void Engine::free_shared(Page* page, Block* block) noexcept {
     if (page->owner.load(std::memory_order_seq_cst) == kOwnerShared) {
       block->next = page->free;
       block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
+      page->mark_free(page->index_of(block));
       page->free = block;
       const uint32_t used = page->used.load(std::memory_order_relaxed) - 1;
       page->used.store(used, std::memory_order_relaxed);

@@ -25,6 +25,19 @@ int64_t count_list(const Page& page, const Block* b, uint64_t secret) {
   return n;
 }
 
+// The free bitmap has exactly the blocks of the local free list (already
+// checked to be `local` distinct carved block starts).
+bool bitmap_matches(const Page& page, int64_t local) {
+  const uint64_t* bits = page.free_bitmap();
+  int64_t set = 0;
+  for (uint32_t w = 0; w < (page.capacity + 63) / 64; ++w) set += std::popcount(bits[w]);
+  if (set != local) return false;
+  for (const Block* b = page.free; b != nullptr; b = b->next) {
+    if (!page.bit_is_free(page.index_of(b))) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const {
@@ -58,7 +71,8 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
       ++formatted;
       if (page.block_size != kClassSize[page.cls] || page.index != i ||
           page.start != const_cast<Segment*>(seg)->page_start(i) ||
-          page.capacity != const_cast<Segment*>(seg)->page_bytes(i) / page.block_size) {
+          page.capacity != page_capacity(const_cast<Segment*>(seg)->page_bytes(i), page.block_size) ||
+          page.bitmap_off != page_bitmap_offset(const_cast<Segment*>(seg)->page_bytes(i), page.capacity)) {
         return bad(why, "page: format does not match its class");
       }
       if (page.kind != seg->kind || is_small_class(page.cls) != (seg->kind == 0)) {
@@ -67,6 +81,7 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
       const int64_t local = count_list(page, page.free, secret_);
       const int64_t remote = count_list(page, page.xfree.load(std::memory_order_relaxed), secret_);
       if (local < 0 || remote < 0) return bad(why, "page: corrupt free list (foreign block, bad cookie or cycle)");
+      if (!bitmap_matches(page, local)) return bad(why, "page: free bitmap differs from the local free list");
       const uint32_t used = page.used.load(std::memory_order_relaxed);
       const uint32_t extended = page.extended.load(std::memory_order_relaxed);
       if (extended > page.capacity || used + local != extended) {

@@ -8,8 +8,11 @@
 //
 // A free block holds the next link of its list and a cookie (its address
 // mixed with the pool's secret); a live block's cookie word is cleared when it
-// is handed out. That is how a double free is told from a first one without a
-// per-block bitmap on the fast paths.
+// is handed out. The slow paths tell a double free from a first one by the
+// cookie. The owner's fast free path must not read the block (a cold line that
+// it otherwise only writes), so each page also keeps a bitmap at its tail:
+// bit i is set while block i is on the page's local free list. Together with
+// "no remote frees pending" (xfree empty) a clear bit proves the block live.
 #pragma once
 
 #include <atomic>
@@ -55,17 +58,41 @@ struct alignas(64) Page {
   uint8_t in_full = 0;                   // on its list's full side
   uint8_t kind = 0;                      // 0 small, 1 middle (the segment's)
   uint8_t index = 0;                     // in its segment
+  uint32_t bitmap_off = 0;               // the free bitmap, from start (page tail)
   // ---- line 1: list links and remote frees ---------------------------------
   Page* next = nullptr;
   Page* prev = nullptr;
   std::atomic<Block*> xfree{nullptr};    // frees by other threads (lock-free push)
 
-  Block* take_remote() noexcept { return xfree.exchange(nullptr, std::memory_order_acquire); }
+  // A plain load first: most pages have no remote frees, and an exchange
+  // would take the line exclusive every time.
+  Block* take_remote() noexcept {
+    if (xfree.load(std::memory_order_relaxed) == nullptr) return nullptr;
+    return xfree.exchange(nullptr, std::memory_order_acquire);
+  }
+  uint64_t* free_bitmap() const noexcept { return reinterpret_cast<uint64_t*>(start + bitmap_off); }
+  uint32_t index_of(const void* p) const noexcept {
+    return static_cast<uint32_t>((page_offset_of(p) * reciprocal) >> 32);
+  }
+  bool bit_is_free(uint32_t i) const noexcept { return (free_bitmap()[i >> 6] >> (i & 63)) & 1; }
+  void mark_free(uint32_t i) noexcept { free_bitmap()[i >> 6] |= uint64_t{1} << (i & 63); }
+  void mark_live(uint32_t i) noexcept { free_bitmap()[i >> 6] &= ~(uint64_t{1} << (i & 63)); }
   uint64_t page_offset_of(const void* p) const noexcept {
     return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(start);
   }
 };
 static_assert(sizeof(Page) == 128);
+
+// Blocks of `block_size` that fit in `page_bytes` beside their free bitmap.
+inline constexpr uint32_t page_capacity(uint64_t page_bytes, uint32_t block_size) noexcept {
+  const uint64_t most = page_bytes / block_size;
+  const uint64_t bitmap = (most + 63) / 64 * 8;
+  return static_cast<uint32_t>((page_bytes - bitmap) / block_size);
+}
+// Where the bitmap of such a page starts, from the page's first block.
+inline constexpr uint32_t page_bitmap_offset(uint64_t page_bytes, uint32_t capacity) noexcept {
+  return static_cast<uint32_t>(page_bytes - (uint64_t{capacity} + 63) / 64 * 8);
+}
 
 // An intrusive doubly linked list of pages (a heap's or shared class's).
 struct PageList {

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "host_test_util.hpp"
@@ -32,6 +33,40 @@ TEST_P(HostMisuse, DoubleFreeIsRefusedAndThePoolStaysValid) {
   pool.free(a);
   pool.free(b);
   pool.free(keep);
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+}
+
+// The owner's fast free path proves a block live from the page's free bitmap
+// and an empty remote list, without reading the block: a block another thread
+// freed (pending on the remote list) or one the owner freed (on the local
+// list, then collected) must still be refused from either side.
+TEST_P(HostMisuse, DoubleFreeAcrossThreadsIsRefused) {
+  HostPool pool(kTestConf);
+  const size_t size = GetParam();
+  void* keep = pool.allocate(size);
+  void* by_other = pool.allocate(size);
+  void* by_owner = pool.allocate(size);
+  ASSERT_NE(by_other, nullptr);
+  ASSERT_NE(by_owner, nullptr);
+  Status other_first = Status::bad_argument;
+  std::thread([&] { other_first = pool.free(by_other); }).join();
+  EXPECT_EQ(other_first, Status::ok);
+  EXPECT_EQ(pool.free(by_other), Status::not_live);  // the owner, while the remote free is pending
+  ASSERT_EQ(pool.free(by_owner), Status::ok);
+  Status other_second = Status::ok;
+  std::thread([&] { other_second = pool.free(by_owner); }).join();
+  EXPECT_EQ(other_second, Status::not_live);
+  EXPECT_VALID(pool);
+  // Refilling collects the remote free; both blocks are handed out once each.
+  std::vector<void*> again;
+  for (int i = 0; i < 4; ++i) again.push_back(pool.allocate(size));
+  for (size_t i = 0; i < again.size(); ++i) {
+    for (size_t j = i + 1; j < again.size(); ++j) EXPECT_NE(again[i], again[j]);
+  }
+  for (void* q : again) EXPECT_EQ(pool.free(q), Status::ok);
+  EXPECT_EQ(pool.free(again[0]), Status::not_live);
+  EXPECT_EQ(pool.free(keep), Status::ok);
   EXPECT_EQ(pool.stats().allocated_bytes, 0u);
   EXPECT_VALID(pool);
 }
