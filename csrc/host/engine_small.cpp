@@ -107,7 +107,7 @@ void Engine::heap_free_slow(Heap* heap, Page* page) noexcept {
   if (page->in_full) {
     lists.full.remove(page);
     page->in_full = 0;
-    lists.avail.push(page);
+    lists.avail.push_back(page);
   }
   if (page->used.load(std::memory_order_relaxed) == 0 && page != heap->hot[page->cls].page) {
     retire_empty_page(heap, page);
@@ -234,7 +234,7 @@ void Engine::free_shared(Page* page, Block* block) noexcept {
       if (page->in_full) {
         sc.full.remove(page);
         page->in_full = 0;
-        sc.avail.push(page);
+        sc.avail.push_back(page);
         sc.adoptable.fetch_add(1, std::memory_order_relaxed);
       }
       if (used == 0 && page != sc.page && page->xfree.load(std::memory_order_relaxed) == nullptr) {

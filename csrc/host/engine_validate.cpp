@@ -104,15 +104,17 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
   // Every formatted page is on exactly one list: a heap's or a shared class's.
   auto check_list = [&](const PageList& list, uintptr_t owner, const Heap* heap, uint32_t cls, uint8_t in_full) {
     uint32_t n = 0;
+    const Page* last = nullptr;
     for (const Page* p = list.head; p != nullptr; p = p->next) {
       if (p->owner.load(std::memory_order_relaxed) != owner || p->heap.load(std::memory_order_relaxed) != heap ||
           p->cls != cls || p->in_full != in_full || (p->next && p->next->prev != p)) {
         return false;
       }
+      last = p;
       ++n;
     }
     listed += n;
-    return n == list.count;
+    return n == list.count && last == list.tail;
   };
   for (uint32_t c = 0; c < kNumClasses; ++c) {
     const SharedClass& sc = shared_[c];
