@@ -157,6 +157,8 @@ class Engine {
   bool extend_page(Page* page) noexcept;
   uint32_t collect_remote(Page* page) noexcept;
   void flush_class(Heap* heap, uint32_t cls) noexcept;
+  void maybe_flush_class(Heap* heap, uint32_t cls) noexcept;
+  static constexpr int64_t kFlushBytes = 64 << 10;  // live-count drift folded at once
   void abandon_pages(Heap* heap) noexcept;
   Block* pop_block(Page* page) noexcept;
 

@@ -56,11 +56,24 @@ void Engine::flush_class(Heap* heap, uint32_t cls) noexcept {
   allocated_.add(bytes);
 }
 
+// Folding a class's live count into the pool's gauges costs five locked
+// read-modify-writes; under churn the count hardly moves between two slow
+// calls. So fold only when it moved by a page's worth (or before taking a new
+// page, where the peak grows). stats() adds what is not folded, so the
+// current figures stay exact; only a peak can lag, by less than that.
+void Engine::maybe_flush_class(Heap* heap, uint32_t cls) noexcept {
+  const HeapClassHot& hot = heap->hot[cls];
+  const uint64_t live = hot.allocs.load(std::memory_order_relaxed) - hot.frees.load(std::memory_order_relaxed);
+  const auto delta = static_cast<int64_t>(live - hot.flushed_live.load(std::memory_order_relaxed));
+  const int64_t bytes = delta * static_cast<int64_t>(kClassSize[cls]);
+  if (bytes >= kFlushBytes || bytes <= -kFlushBytes) flush_class(heap, cls);
+}
+
 void* Engine::heap_alloc_slow(Heap* heap, uint32_t cls) noexcept {
   HeapClassHot& hot = heap->hot[cls];
   HeapClassLists& lists = heap->lists[cls];
   const uint64_t bit = uint64_t{1} << cls;
-  flush_class(heap, cls);
+  maybe_flush_class(heap, cls);
   Page* page = hot.page;
   for (;;) {
     if (page != &g_empty_page) {
@@ -91,6 +104,7 @@ void* Engine::heap_alloc_slow(Heap* heap, uint32_t cls) noexcept {
       hot.page = page;
       continue;
     }
+    flush_class(heap, cls);
     page = acquire_page(heap, cls);
     if (page == nullptr) {
       hot.page = &g_empty_page;
