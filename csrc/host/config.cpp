@@ -79,7 +79,8 @@ bool parse_int(Text t, int* out) noexcept {
   return true;
 }
 
-void write_error(char* error, size_t size, const char* a, Text key, const char* b, Text value) noexcept {
+void write_error(char* error, size_t size, const char* a, Text key, const char* b, Text value,
+                 const char* c = "") noexcept {
   if (error == nullptr || size == 0) return;
   size_t n = 0;
   auto put = [&](const char* s, size_t len) {
@@ -89,7 +90,7 @@ void write_error(char* error, size_t size, const char* a, Text key, const char* 
   put(key.p, key.n);
   put(b, std::strlen(b));
   put(value.p, value.n);
-  put("'", 1);
+  put(c, std::strlen(c));
   error[n] = '\0';
 }
 
@@ -173,7 +174,7 @@ Status parse_host_config(const char* text, HostPoolConfig* out, char* error, siz
         return Status::bad_argument;
       }
       if (s != Status::ok) {
-        write_error(error, error_size, "UNIPOOL_HOST_CONF: bad value for ", key, ": '", value);
+        write_error(error, error_size, "UNIPOOL_HOST_CONF: bad value for ", key, ": '", value, "'");
         return Status::bad_argument;
       }
     }

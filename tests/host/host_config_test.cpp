@@ -77,7 +77,12 @@ TEST(HostConfig, NonAllocatingParserKeepsTheOutputOnError) {
   char error[64];
   EXPECT_EQ(parse_host_config("huge_cache=5,bogus=1", &c, error, sizeof(error)), Status::bad_argument);
   EXPECT_EQ(c.huge_cache, 3u);  // untouched
-  EXPECT_NE(std::string(error).find("bogus"), std::string::npos);
+  EXPECT_STREQ(error, "UNIPOOL_HOST_CONF: unknown key 'bogus'");
+  char longer[128];
+  EXPECT_EQ(parse_host_config("pinned=maybe", &c, longer, sizeof(longer)), Status::bad_argument);
+  EXPECT_STREQ(longer, "UNIPOOL_HOST_CONF: bad value for pinned: 'maybe'");
+  EXPECT_EQ(parse_host_config("pinned", &c, longer, sizeof(longer)), Status::bad_argument);
+  EXPECT_STREQ(longer, "UNIPOOL_HOST_CONF: 'pinned' is not key=value");
   // A small buffer is truncated, still terminated.
   char tiny[8];
   EXPECT_EQ(parse_host_config("bogus=1", &c, tiny, sizeof(tiny)), Status::bad_argument);
