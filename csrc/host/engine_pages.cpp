@@ -43,9 +43,7 @@ void Engine::format_page(Page* page, uint32_t cls) noexcept {
   page->block_size = kClassSize[cls];
   page->reciprocal = kClassReciprocal[cls];
   page->start = seg->page_start(page->index);
-  const uint64_t bytes = seg->page_bytes(page->index);
-  page->capacity = page_capacity(bytes, page->block_size);
-  page->bitmap_off = page_bitmap_offset(bytes, page->capacity);
+  page->capacity = static_cast<uint32_t>(seg->page_bytes(page->index) / page->block_size);
   std::memset(page->free_bitmap(), 0, (uint64_t{page->capacity} + 63) / 64 * 8);
   page->free = nullptr;
   page->in_full = 0;

@@ -71,8 +71,7 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
       ++formatted;
       if (page.block_size != kClassSize[page.cls] || page.index != i ||
           page.start != const_cast<Segment*>(seg)->page_start(i) ||
-          page.capacity != page_capacity(const_cast<Segment*>(seg)->page_bytes(i), page.block_size) ||
-          page.bitmap_off != page_bitmap_offset(const_cast<Segment*>(seg)->page_bytes(i), page.capacity)) {
+          page.capacity != const_cast<Segment*>(seg)->page_bytes(i) / page.block_size) {
         return bad(why, "page: format does not match its class");
       }
       if (page.kind != seg->kind || is_small_class(page.cls) != (seg->kind == 0)) {

@@ -10,7 +10,8 @@
 // mixed with the pool's secret); a live block's cookie word is cleared when it
 // is handed out. The slow paths tell a double free from a first one by the
 // cookie. The owner's fast free path must not read the block (a cold line that
-// it otherwise only writes), so each page also keeps a bitmap at its tail:
+// it otherwise only writes), so each page also keeps a bitmap in the segment
+// header:
 // bit i is set while block i is on the page's local free list. Together with
 // "no remote frees pending" (xfree empty) a clear bit proves the block live.
 #pragma once
@@ -29,9 +30,15 @@ inline constexpr uint64_t kSegmentSize = uint64_t{1} << kSegmentShift;
 inline constexpr unsigned kSmallPageShift = 16;   // 64 KiB
 inline constexpr unsigned kMiddlePageShift = 19;  // 512 KiB
 inline constexpr uint32_t kMaxPagesPerSegment = 64;
+// The header: the Segment struct, then the pages' free bitmaps, one slot of
+// kBitmapBytes per page (a 64 KiB page of 16-byte blocks needs all 512 bytes).
+// Side by side they stay cached; at the pages' tails, 64 KiB apart, they
+// would all fall into the same few cache sets.
+inline constexpr uint64_t kSegmentBitmapsOffset = 12 << 10;
+inline constexpr uint64_t kBitmapBytes = 512;
 // The first page starts after the header, on a 4 KiB boundary (so every
 // class alignment up to 4 KiB holds in page 0 too).
-inline constexpr uint64_t kSegmentHeaderBytes = 12 << 10;
+inline constexpr uint64_t kSegmentHeaderBytes = kSegmentBitmapsOffset + 64 * kBitmapBytes;
 
 struct Block {
   Block* next;
@@ -58,7 +65,6 @@ struct alignas(64) Page {
   uint8_t in_full = 0;                   // on its list's full side
   uint8_t kind = 0;                      // 0 small, 1 middle (the segment's)
   uint8_t index = 0;                     // in its segment
-  uint32_t bitmap_off = 0;               // the free bitmap, from start (page tail)
   // ---- line 1: list links and remote frees ---------------------------------
   Page* next = nullptr;
   Page* prev = nullptr;
@@ -70,7 +76,10 @@ struct alignas(64) Page {
     if (xfree.load(std::memory_order_relaxed) == nullptr) return nullptr;
     return xfree.exchange(nullptr, std::memory_order_acquire);
   }
-  uint64_t* free_bitmap() const noexcept { return reinterpret_cast<uint64_t*>(start + bitmap_off); }
+  uint64_t* free_bitmap() const noexcept {
+    const uintptr_t segment = reinterpret_cast<uintptr_t>(this) & ~((uint64_t{1} << kSegmentShift) - 1);
+    return reinterpret_cast<uint64_t*>(segment + kSegmentBitmapsOffset + uint64_t{index} * kBitmapBytes);
+  }
   uint32_t index_of(const void* p) const noexcept {
     return static_cast<uint32_t>((page_offset_of(p) * reciprocal) >> 32);
   }
@@ -82,17 +91,6 @@ struct alignas(64) Page {
   }
 };
 static_assert(sizeof(Page) == 128);
-
-// Blocks of `block_size` that fit in `page_bytes` beside their free bitmap.
-inline constexpr uint32_t page_capacity(uint64_t page_bytes, uint32_t block_size) noexcept {
-  const uint64_t most = page_bytes / block_size;
-  const uint64_t bitmap = (most + 63) / 64 * 8;
-  return static_cast<uint32_t>((page_bytes - bitmap) / block_size);
-}
-// Where the bitmap of such a page starts, from the page's first block.
-inline constexpr uint32_t page_bitmap_offset(uint64_t page_bytes, uint32_t capacity) noexcept {
-  return static_cast<uint32_t>(page_bytes - (uint64_t{capacity} + 63) / 64 * 8);
-}
 
 // An intrusive doubly linked list of pages (a heap's or shared class's).
 struct PageList {
@@ -167,7 +165,10 @@ struct Segment {
     return i == 0 ? full - kSegmentHeaderBytes : full;
   }
 };
-static_assert(sizeof(Segment) <= kSegmentHeaderBytes);
+static_assert(sizeof(Segment) <= kSegmentBitmapsOffset);
+static_assert((kSegmentHeaderBytes & 4095) == 0);
+// The most blocks of a page (16-byte blocks in a 64 KiB page) fit its bitmap.
+static_assert((uint64_t{1} << kSmallPageShift) / 16 <= kBitmapBytes * 8);
 
 inline constexpr uintptr_t kSegmentMagic = 0x756e69706f6f6c53ull;  // "unipoolS"
 
