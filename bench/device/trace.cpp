@@ -2,6 +2,7 @@
 #include "trace.hpp"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "rng.hpp"
 
@@ -175,23 +176,146 @@ Trace inference_trace(uint64_t steps, uint64_t seed) {
   return b.take();
 }
 
+// One LoRA fine-tuning step of Llama-3-8B (torchtune's single-device LoRA
+// recipe: rank 8 on q_proj and v_proj, bf16, no activation checkpointing,
+// frozen base weights that live outside the trace), `batch` sequences of 128
+// tokens. Every tensor autograd saves stays until the backward pass reaches
+// its layer; temporaries die at once; LoRA weight gradients live until the
+// optimizer step, AdamW's states from the first step on. The repeated step
+// with batch N, N+1, ... is what torchtune #1185 saw fragment plain segments.
 Trace batch_growth_trace(uint64_t first_batch, uint64_t last_batch) {
-  constexpr uint64_t kLayers = 12, kMiB = uint64_t{1} << 20;
+  constexpr uint64_t kLayers = 32, kHidden = 4096, kKvDim = 8 * 128, kHeads = 32, kFfn = 14336, kVocab = 128256;
+  constexpr uint64_t kRank = 8, kSeq = 128, kBf16 = 2, kFp32 = 4;
   Builder b("batch_growth");
+  std::vector<uint32_t> optimizer_state;  // AdamW exp_avg / exp_avg_sq of the LoRA weights: kept
   for (uint64_t n = first_batch; n <= last_batch; ++n) {
-    std::vector<uint32_t> kept;  // activations saved for the backward pass
-    for (uint64_t layer = 0; layer < kLayers; ++layer) {
-      kept.push_back(b.alloc(n * kMiB));                // input
-      kept.push_back(b.alloc(n * 3 * kMiB));            // qkv
-      const uint32_t tmp = b.alloc(n * 4 * kMiB);       // softmax workspace
-      kept.push_back(b.alloc(n * 4 * kMiB));            // attention probabilities
-      b.free(tmp);
-      kept.push_back(b.alloc(n * 4 * kMiB + 4096 * n)); // mlp
-      kept.push_back(b.alloc(4096 * n));                // a small statistic
+    const uint64_t t = n * kSeq;  // tokens
+    auto act = [&](uint64_t width, uint64_t bytes = 2 /* bf16 */) { return b.alloc(t * width * bytes); };
+    auto drop = [&](std::initializer_list<uint32_t> slots) {
+      for (const uint32_t s : slots) b.free(s);
+    };
+    const uint32_t tokens = b.alloc(t * 8), labels = b.alloc(t * 8);  // int64 input ids and labels
+    struct Saved {
+      uint32_t input, n1, r1, la_q, la_v, q_rot, k_exp, v_exp, out, lse, out_flat, h1, n2, r2, gate, up, silu, prod;
+    };
+    std::vector<Saved> saved(kLayers);
+    uint32_t h = act(kHidden);  // embedding output
+    for (uint64_t l = 0; l < kLayers; ++l) {
+      Saved& s = saved[l];
+      s.input = h;
+      s.n1 = act(kHidden);
+      s.r1 = act(1, kFp32);  // rmsnorm's rstd
+      const uint32_t q_base = act(kHidden);
+      s.la_q = act(kRank);  // x @ A (LoRA), saved for B's gradient
+      const uint32_t lb_q = act(kHidden);
+      const uint32_t q = act(kHidden);  // base + scale * lora
+      drop({q_base, lb_q});
+      const uint32_t k = act(kKvDim);
+      const uint32_t v_base = act(kKvDim);
+      s.la_v = act(kRank);
+      const uint32_t lb_v = act(kKvDim);
+      const uint32_t v = act(kKvDim);
+      drop({v_base, lb_v});
+      const uint32_t q_f32 = act(kHidden, kFp32);  // rotary embedding computes in fp32
+      s.q_rot = act(kHidden);
+      drop({q_f32, q});
+      const uint32_t k_f32 = act(kKvDim, kFp32);
+      const uint32_t k_rot = act(kKvDim);
+      drop({k_f32, k});
+      s.k_exp = act(kHidden);  // grouped-query heads expanded to 32
+      s.v_exp = act(kHidden);
+      drop({k_rot, v});
+      s.out = act(kHidden);  // flash attention: output and logsumexp saved
+      s.lse = act(kHeads, kFp32);
+      s.out_flat = act(kHidden);  // transpose(1, 2).contiguous()
+      const uint32_t o = act(kHidden);
+      s.h1 = act(kHidden);  // residual
+      drop({o});
+      s.n2 = act(kHidden);
+      s.r2 = act(1, kFp32);
+      s.gate = act(kFfn);
+      s.up = act(kFfn);
+      s.silu = act(kFfn);
+      s.prod = act(kFfn);
+      const uint32_t down = act(kHidden);
+      h = act(kHidden);  // residual: the next layer's input
+      drop({down});
     }
-    for (auto it = kept.rbegin(); it != kept.rend(); ++it) b.free(*it);  // backward
+    const uint32_t nf = act(kHidden), rf = act(1, kFp32);
+    const uint32_t logits = act(kVocab);
+    const uint32_t logits_f32 = act(kVocab, kFp32);  // cross-entropy upcasts
+    drop({logits});
+    const uint32_t log_probs = act(kVocab, kFp32);
+    const uint32_t loss = b.alloc(4);
+    // backward
+    const uint32_t g_f32 = act(kVocab, kFp32);
+    drop({log_probs, logits_f32, loss});
+    const uint32_t g_logits = act(kVocab);
+    drop({g_f32});
+    const uint32_t g_nf = act(kHidden);
+    drop({g_logits});
+    uint32_t gy = act(kHidden);  // through the final norm
+    drop({g_nf, nf, rf, h});
+    std::vector<uint32_t> weight_grads;
+    for (uint64_t l = kLayers; l-- > 0;) {
+      Saved& s = saved[l];
+      const uint32_t g_prod = act(kFfn);
+      drop({s.prod});
+      const uint32_t g_silu = act(kFfn), g_up = act(kFfn);
+      drop({g_prod, s.silu, s.up});
+      const uint32_t g_gate = act(kFfn);
+      drop({g_silu, s.gate});
+      const uint32_t a1 = act(kHidden), a2 = act(kHidden), g_n2 = act(kHidden);
+      drop({a1, a2, g_gate, g_up});
+      const uint32_t g_norm2 = act(kHidden);
+      drop({g_n2, s.n2, s.r2});
+      const uint32_t g_h1 = act(kHidden);
+      drop({g_norm2, gy, s.h1});
+      const uint32_t g_flat = act(kHidden);
+      drop({s.out_flat});
+      const uint32_t g_out = act(kHidden);
+      drop({g_flat});
+      const uint32_t dq_acc = act(kHidden, kFp32), softmax_d = act(kHeads, kFp32);
+      const uint32_t g_q = act(kHidden), g_ke = act(kHidden), g_ve = act(kHidden);
+      drop({dq_acc, softmax_d, g_out, s.out, s.lse, s.k_exp, s.v_exp});
+      const uint32_t g_k = act(kKvDim), g_v = act(kKvDim);
+      drop({g_ke, g_ve});
+      const uint32_t gq_f32 = act(kHidden, kFp32), g_qp = act(kHidden);
+      drop({gq_f32, g_q, s.q_rot});
+      const uint32_t gk_f32 = act(kKvDim, kFp32), g_kp = act(kKvDim);
+      drop({gk_f32, g_k});
+      weight_grads.push_back(b.alloc(kHidden * kRank * kBf16));  // lora_b of q_proj
+      const uint32_t g_la_q = act(kRank);
+      weight_grads.push_back(b.alloc(kRank * kHidden * kBf16));  // lora_a of q_proj
+      const uint32_t gx_q = act(kHidden);
+      drop({g_la_q, s.la_q});
+      weight_grads.push_back(b.alloc(kKvDim * kRank * kBf16));
+      const uint32_t g_la_v = act(kRank);
+      weight_grads.push_back(b.alloc(kRank * kHidden * kBf16));
+      const uint32_t gx_v = act(kHidden);
+      drop({g_la_v, s.la_v});
+      const uint32_t t1 = act(kHidden), t2 = act(kHidden), t3 = act(kHidden), g_n1 = act(kHidden);
+      drop({t1, t2, t3, gx_q, gx_v, g_qp, g_kp, g_v});
+      const uint32_t g_norm1 = act(kHidden);
+      drop({g_n1, s.n1, s.r1});
+      const uint32_t gx = act(kHidden);
+      drop({g_norm1, g_h1, s.input});
+      gy = gx;
+    }
+    drop({gy, tokens, labels});
+    // optimizer.step(): AdamW's states appear at the first step; then
+    // zero_grad(set_to_none=True) frees the gradients.
+    if (optimizer_state.empty()) {
+      for (const uint32_t g : weight_grads) {
+        (void)g;
+        optimizer_state.push_back(b.alloc(kHidden * kRank * kFp32));
+        optimizer_state.push_back(b.alloc(kHidden * kRank * kFp32));
+      }
+    }
+    for (const uint32_t g : weight_grads) b.free(g);
     if (n == first_batch + (last_batch - first_batch) / 5) b.mark_warmup();
   }
+  for (const uint32_t s : optimizer_state) b.free(s);
   return b.take();
 }
 

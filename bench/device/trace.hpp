@@ -32,8 +32,9 @@ Trace random_trace(const std::string& name, uint64_t ops, uint64_t max_size, uin
 // wanders over 1..256 and a growing context, plus fixed-size KV-cache blocks
 // allocated and freed in bursts.
 Trace inference_trace(uint64_t steps, uint64_t seed);
-// A training-like step (activations kept to the end of the step, then all
-// freed) repeated with batch N, N+1, N+2, ...
+// A LoRA fine-tuning step of Llama-3-8B (forward with the tensors autograd
+// saves, backward, optimizer) repeated with batch N, N+1, N+2, ... sequences
+// of 128 tokens.
 Trace batch_growth_trace(uint64_t first_batch, uint64_t last_batch);
 
 }  // namespace device_bench
