@@ -20,6 +20,13 @@ for preset in ${UNIPOOL_PRESETS:-release asan tsan}; do
 done
 
 
+if [ -z "${UNIPOOL_PRESETS:-}" ]; then
+  echo "=== preset nocuda (UNIPOOL_CUDA=OFF): the library builds and its unit tests pass ==="
+  cmake --preset nocuda >/dev/null
+  cmake --build --preset nocuda -j "$jobs" --target unipool unipool_static unipool_unit_tests
+  build/nocuda/tests/unipool_unit_tests --gtest_brief=1
+fi
+
 fuzz_seconds=${UNIPOOL_FUZZ_SECONDS:-30}
 if [ "$fuzz_seconds" -gt 0 ] && command -v clang++ >/dev/null; then
   echo "=== libFuzzer, ${fuzz_seconds}s ==="
