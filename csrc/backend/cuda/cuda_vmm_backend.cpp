@@ -202,21 +202,18 @@ BackendStatus CudaVmmBackend::reserve(int device, uint64_t bytes, void** base) {
 }
 
 BackendStatus CudaVmmBackend::map(int device, void* base, uint64_t offset, uint64_t bytes) {
-  if (BackendStatus status = usable(); !status.is_ok()) return status;
-  std::lock_guard lock(mutex_);
-  retry_orphans_locked();
-  BackendStatus why;
-  const auto it = find_locked(device, base, false, &why);
-  if (it == reservations_.end()) return why;
-  uint64_t first = 0;
-  uint64_t count = 0;
-  if (BackendStatus status = granule_range(it->second, offset, bytes, &first, &count); !status.is_ok()) return status;
-  DeviceGuard guard(device);
-  if (!guard.ok()) return guard.status();
-  return map_locked(it->second, it->first, first, count);
+  return on_granules(device, base, offset, bytes, &CudaVmmBackend::map_locked);
 }
 
 BackendStatus CudaVmmBackend::unmap(int device, void* base, uint64_t offset, uint64_t bytes) {
+  return on_granules(device, base, offset, bytes, &CudaVmmBackend::unmap_locked);
+}
+
+// map() and unmap() alike: find the reservation and the granule run of
+// [offset, offset + bytes), then run `op` on it under the lock with `device`
+// current.
+BackendStatus CudaVmmBackend::on_granules(int device, void* base, uint64_t offset, uint64_t bytes,
+                                          GranuleOp op) {
   if (BackendStatus status = usable(); !status.is_ok()) return status;
   std::lock_guard lock(mutex_);
   retry_orphans_locked();
@@ -228,7 +225,7 @@ BackendStatus CudaVmmBackend::unmap(int device, void* base, uint64_t offset, uin
   if (BackendStatus status = granule_range(it->second, offset, bytes, &first, &count); !status.is_ok()) return status;
   DeviceGuard guard(device);
   if (!guard.ok()) return guard.status();
-  return unmap_locked(it->second, it->first, first, count);
+  return (this->*op)(it->second, it->first, first, count);
 }
 
 BackendStatus CudaVmmBackend::unreserve(int device, void* base, uint64_t bytes) {

@@ -80,6 +80,8 @@ class CudaVmmBackend final : public CudaBackendBase {
   BackendStatus reserve_locked(int device, uint64_t bytes, bool plain, void** base);
   BackendStatus map_locked(Reservation& r, uintptr_t base, uint64_t first, uint64_t count);
   BackendStatus unmap_locked(Reservation& r, uintptr_t base, uint64_t first, uint64_t count);
+  using GranuleOp = BackendStatus (CudaVmmBackend::*)(Reservation&, uintptr_t, uint64_t, uint64_t);
+  BackendStatus on_granules(int device, void* base, uint64_t offset, uint64_t bytes, GranuleOp op);
   BackendStatus unmap_all_locked(Reservation& r, uintptr_t base);
   BackendStatus unreserve_locked(Reservations::iterator it);
   void release_handle_locked(CUmemGenericAllocationHandle handle);
