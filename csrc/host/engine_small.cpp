@@ -24,13 +24,17 @@ Heap* Engine::heap_for_thread() noexcept {
       free_heaps_ = heap->next;
     }
   }
-  if (heap == nullptr) {
+  if (heap != nullptr) {
+    // Recycled: a thread that read page->heap before the old owner left may
+    // still fetch_or into remote_mask, so reset field by field (atomics with
+    // atomic stores) rather than construct over it. A stray bit only costs
+    // the new owner one empty look at that class.
+    heap->reset();
+  } else {
     void* memory = backend::os::map_metadata(sizeof(Heap));
     if (memory == nullptr) return nullptr;
-    heap = static_cast<Heap*>(memory);
+    heap = new (memory) Heap{};
   }
-  heap = new (heap) Heap{};
-  for (HeapClassHot& hot : heap->hot) hot.page = &g_empty_page;
   heap->engine = this;
   heap->thread = thread;
   {

@@ -45,10 +45,38 @@ struct Heap {
   uint64_t empty_bytes = 0;
   Heap* next = nullptr;     // the engine's list of heaps
   Heap* prev = nullptr;
+
+  Heap() noexcept { reset(); }
+  Heap(const Heap&) = delete;
+  Heap& operator=(const Heap&) = delete;
+  void reset() noexcept;
 };
 
 // The page every heap class starts on: no blocks, so the first allocation
 // of a class takes the slow path, which installs a real page.
 extern Page g_empty_page;
+
+// Back to a fresh heap's state without constructing over the object: other
+// threads may still touch remote_mask of a heap that is being recycled.
+inline void Heap::reset() noexcept {
+  for (HeapClassHot& h : hot) {
+    h.page = &g_empty_page;
+    h.allocs.store(0, std::memory_order_relaxed);
+    h.frees.store(0, std::memory_order_relaxed);
+    h.flushed_live.store(0, std::memory_order_relaxed);
+  }
+  for (HeapClassLists& l : lists) {
+    l.avail = PageList{};
+    l.full = PageList{};
+    l.refills.store(0, std::memory_order_relaxed);
+  }
+  remote_mask.store(0, std::memory_order_relaxed);
+  engine = nullptr;
+  thread = nullptr;
+  for (PageList& e : empty) e = PageList{};
+  empty_bytes = 0;
+  next = nullptr;
+  prev = nullptr;
+}
 
 }  // namespace unipool::host
