@@ -94,10 +94,8 @@ KVBlockPool::KVBlockPool(const KVBlockPoolOptions& options) : state_(std::make_u
     backend::os::release(base_, mapped_bytes_);
     throw;
   }
-  // Ids pop in ascending order from a fresh pool: block 0 first.
-  state_->free_ids.resize(num_blocks_);
-  for (uint64_t i = 0; i < num_blocks_; ++i) state_->free_ids[i] = static_cast<uint32_t>(num_blocks_ - 1 - i);
-  state_->block_state.assign(num_blocks_, State::free_block);
+  state_->free.init(num_blocks_, /*all_set=*/true);
+  state_->live.assign(state_->free.num_words(), 0);
 }
 
 KVBlockPool::~KVBlockPool() {

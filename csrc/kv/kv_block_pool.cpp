@@ -1,10 +1,11 @@
-// unipool kv: handing block ids out and taking them back. Both directions are
-// one lock and one pass over the batch (free: a check pass, then a commit
-// pass, so a refused batch changes nothing).
+// unipool kv: handing block ids out and taking them back, each call one lock
+// and one pass over the batch (kv_ids.hpp). A refused call changes nothing.
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <mutex>
 
-#include "kv/kv_state.hpp"
+#include "kv/kv_ids.hpp"
 
 namespace unipool {
 namespace {
@@ -22,32 +23,60 @@ void kv_set_error(const char* format, ...) noexcept {
 
 const char* KVBlockPool::last_error() noexcept { return t_error; }
 
+Status KVBlockPool::refuse_alloc(size_t n, size_t available, size_t being_freed) noexcept {
+  const State& s = *state_;
+  ++state_->failed_allocs;
+  kv_set_error("KVBlockPool exhausted: %zu blocks asked, %zu free%s, %llu live, %llu waiting on fences "
+               "(of %llu blocks of %llu bytes)%s",
+               n, available, being_freed ? " (with the ones being freed)" : "",
+               static_cast<unsigned long long>(s.live_count), static_cast<unsigned long long>(s.deferred_count),
+               static_cast<unsigned long long>(num_blocks_), static_cast<unsigned long long>(block_bytes_),
+               being_freed ? "; nothing was freed" : "");
+  return Status::out_of_space;
+}
+
+// Names the first id of a refused batch, in batch order, and why. The state
+// is the one before the call (release_ids changed nothing). Live ids are
+// cleared as they pass so a repeat shows up as not live; they are restored.
+template <class Id>
+Status KVBlockPool::refuse_free(const Id* ids, size_t n, const char* call) noexcept {
+  State& s = *state_;
+  size_t i = 0;
+  const char* what = nullptr;
+  for (; i < n; ++i) {
+    const uint64_t id = static_cast<uint64_t>(ids[i]);
+    if (id >= num_blocks_) {
+      what = "is out of range";
+    } else if (!s.is_live(id)) {
+      what = s.free.test(id)                                               ? "is not allocated: double free"
+             : std::find(ids, ids + i, ids[i]) != ids + i                  ? "appears twice in the batch"
+                                                                           : "is already freed (waiting on a fence): double free";
+    }
+    if (what) break;
+    s.live[id / 64] &= ~(uint64_t{1} << (id % 64));
+  }
+  kv::relive(s, ids, i, /*from_free=*/false);
+  if (what) {
+    kv_set_error("KVBlockPool.%s: block %lld %s (pool of %llu blocks); nothing was freed", call,
+                 static_cast<long long>(ids[i]), what, static_cast<unsigned long long>(num_blocks_));
+  } else {  // not reached: release_ids refuses only for one of the reasons above
+    kv_set_error("KVBlockPool.%s: batch refused (pool of %llu blocks); nothing was freed", call,
+                 static_cast<unsigned long long>(num_blocks_));
+  }
+  ++s.misuse_errors;
+  return Status::not_live;
+}
+
 template <class Id>
 Status KVBlockPool::alloc_ids(size_t n, Id* out) noexcept {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
-  if (n > s.free_ids.size() && s.deferred_count != 0) s.reclaim_completed();
-  const size_t available = s.free_ids.size();
-  if (n > available) {
-    ++s.failed_allocs;
-    kv_set_error("KVBlockPool exhausted: %zu blocks asked, %zu free, %llu live, %llu waiting on fences "
-                 "(of %llu blocks of %llu bytes)",
-                 n, available, static_cast<unsigned long long>(s.live_count),
-                 static_cast<unsigned long long>(s.deferred_count), static_cast<unsigned long long>(num_blocks_),
-                 static_cast<unsigned long long>(block_bytes_));
-    return Status::out_of_space;
-  }
-  const uint32_t* top = s.free_ids.data() + available;
-  uint8_t* state = s.block_state.data();
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t id = top[-1 - static_cast<ptrdiff_t>(i)];
-    state[id] = State::live;
-    out[i] = static_cast<Id>(id);
-  }
-  s.free_ids.resize(available - n);
+  if (n > s.free.count() && s.deferred_count != 0) s.reclaim_completed();
+  if (n > s.free.count()) return refuse_alloc(n, s.free.count(), 0);
+  kv::take_lowest(s, n, out);
   s.live_count += n;
   s.allocs += n;
-  if (s.live_count > s.peak_live) s.peak_live = s.live_count;
+  s.peak_live = std::max(s.peak_live, s.live_count);
   return Status::ok;
 }
 
@@ -55,42 +84,54 @@ template <class Id>
 Status KVBlockPool::free_ids(const Id* ids, size_t n, FenceSource* source, FenceId fence) noexcept {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
-  uint8_t* state = s.block_state.data();
-  // Check pass: mark each id `freeing`, so a repeat in the batch is refused too.
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t id = static_cast<int64_t>(ids[i]);
-    const bool in_range = id >= 0 && static_cast<uint64_t>(id) < num_blocks_;
-    if (!in_range || state[id] != State::live) {
-      const char* what = !in_range                          ? "is out of range"
-                         : state[id] == State::freeing      ? "appears twice in the batch"
-                         : state[id] == State::deferred     ? "is already freed (waiting on a fence): double free"
-                                                            : "is not allocated: double free";
-      kv_set_error("KVBlockPool.free: block %lld %s (pool of %llu blocks); nothing was freed",
-                   static_cast<long long>(id), what, static_cast<unsigned long long>(num_blocks_));
-      for (size_t j = 0; j < i; ++j) state[ids[j]] = State::live;
-      ++s.misuse_errors;
-      if (source) source->release(fence);
-      return Status::not_live;
-    }
-    state[id] = State::freeing;
+  if (!kv::release_ids(s, num_blocks_, ids, n, /*to_free=*/source == nullptr)) {
+    if (source) source->release(fence);
+    return refuse_free(ids, n, source ? "free_after" : "free");
   }
   if (source) {
     s.batches.push_back({source, fence, s.deferred_ids.size(), n});
-    for (size_t i = 0; i < n; ++i) {
-      state[ids[i]] = State::deferred;
-      s.deferred_ids.push_back(static_cast<uint32_t>(ids[i]));
-    }
+    for (size_t i = 0; i < n; ++i) s.deferred_ids.push_back(static_cast<uint32_t>(ids[i]));
     s.deferred_count += n;
   } else {
-    for (size_t i = 0; i < n; ++i) {
-      state[ids[i]] = State::free_block;
-      s.free_ids.push_back(static_cast<uint32_t>(ids[i]));
-    }
     s.frees += n;
   }
   s.live_count -= n;
   return Status::ok;
 }
+
+template <class FreeId, class OutId>
+Status KVBlockPool::free_and_alloc(const FreeId* ids_to_free, size_t n_free, size_t n, OutId* out) noexcept {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  if (!kv::release_ids(s, num_blocks_, ids_to_free, n_free, /*to_free=*/true)) {
+    return refuse_free(ids_to_free, n_free, "free_and_alloc");
+  }
+  if (n > s.free.count() && s.deferred_count != 0) s.reclaim_completed();
+  if (n > s.free.count()) {
+    const size_t available = s.free.count();
+    kv::relive(s, ids_to_free, n_free, /*from_free=*/true);
+    return refuse_alloc(n, available, n_free);
+  }
+  s.frees += n_free;
+  kv::take_lowest(s, n, out);  // the ids to free were all read above: out may alias them
+  s.live_count = s.live_count - n_free + n;
+  s.allocs += n;
+  s.peak_live = std::max(s.peak_live, s.live_count);
+  return Status::ok;
+}
+
+#define UNIPOOL_KV_FREE_AND_ALLOC(FreeId, OutId) \
+  template Status KVBlockPool::free_and_alloc<FreeId, OutId>(const FreeId*, size_t, size_t, OutId*) noexcept;
+UNIPOOL_KV_FREE_AND_ALLOC(int64_t, int64_t)
+UNIPOOL_KV_FREE_AND_ALLOC(int64_t, int32_t)
+UNIPOOL_KV_FREE_AND_ALLOC(int64_t, uint32_t)
+UNIPOOL_KV_FREE_AND_ALLOC(int32_t, int64_t)
+UNIPOOL_KV_FREE_AND_ALLOC(int32_t, int32_t)
+UNIPOOL_KV_FREE_AND_ALLOC(int32_t, uint32_t)
+UNIPOOL_KV_FREE_AND_ALLOC(uint32_t, int64_t)
+UNIPOOL_KV_FREE_AND_ALLOC(uint32_t, int32_t)
+UNIPOOL_KV_FREE_AND_ALLOC(uint32_t, uint32_t)
+#undef UNIPOOL_KV_FREE_AND_ALLOC
 
 size_t KVBlockPool::State::reclaim_completed() {
   size_t freed = 0;
@@ -101,8 +142,7 @@ size_t KVBlockPool::State::reclaim_completed() {
       b.source->release(b.fence);
       for (size_t i = 0; i < b.count; ++i) {
         const uint32_t id = deferred_ids[b.first + i];
-        block_state[id] = free_block;
-        free_ids.push_back(id);
+        free.insert(id / 64, uint64_t{1} << (id % 64), 1);
       }
       freed += b.count;
     } else {
@@ -140,12 +180,12 @@ size_t KVBlockPool::collect_deferred() noexcept {
 
 size_t KVBlockPool::free_blocks() const noexcept {
   std::lock_guard lock(state_->mutex);
-  return state_->free_ids.size();
+  return state_->free.count();
 }
 
 bool KVBlockPool::is_live(uint64_t id) const noexcept {
   std::lock_guard lock(state_->mutex);
-  return id < num_blocks_ && state_->block_state[id] == State::live;
+  return id < num_blocks_ && state_->is_live(id);
 }
 
 KVBlockPoolStats KVBlockPool::stats() const noexcept {
@@ -155,7 +195,7 @@ KVBlockPoolStats KVBlockPool::stats() const noexcept {
   st.num_blocks = num_blocks_;
   st.block_bytes = block_bytes_;
   st.stride = stride_;
-  st.free_blocks = s.free_ids.size();
+  st.free_blocks = s.free.count();
   st.live_blocks = s.live_count;
   st.deferred_blocks = s.deferred_count;
   st.peak_live_blocks = s.peak_live;

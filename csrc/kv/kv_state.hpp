@@ -1,22 +1,24 @@
 // unipool kv: the bookkeeping of a KVBlockPool behind its one lock.
+//
+// A block is in exactly one of three states: free (its bit is set in `free`),
+// live (set in `live`) or deferred (in neither; its id sits in a deferred
+// batch until the batch's fence completes). Two bitmaps instead of a byte per
+// block let alloc and free work a 64-bit word (64 blocks) at a time.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "backend/host_pinner.hpp"
+#include "kv/kv_id_bitmap.hpp"
+#include "kv/kv_spin_lock.hpp"
 #include "unipool/fence.hpp"
 #include "unipool/kv_block_pool.hpp"
 
 namespace unipool {
 
 struct KVBlockPool::State {
-  // Per-block state byte; `freeing` marks ids of the batch being checked, so
-  // an id repeated within one batch is caught without a second structure.
-  enum : uint8_t { free_block = 0, live = 1, deferred = 2, freeing = 3 };
-
   // A batch freed with free_after: its ids sit in `deferred_ids` from `first`.
   struct DeferredBatch {
     FenceSource* source;
@@ -25,9 +27,9 @@ struct KVBlockPool::State {
     size_t count;
   };
 
-  mutable std::mutex mutex;
-  std::vector<uint32_t> free_ids;    // the free-id stack; top = back()
-  std::vector<uint8_t> block_state;  // one byte per block
+  mutable KVSpinLock mutex;
+  KVIdBitmap free;                   // free blocks, with summary levels to find the lowest
+  std::vector<uint64_t> live;        // one bit per block: handed out, not freed
   std::vector<DeferredBatch> batches;
   std::vector<uint32_t> deferred_ids;
   uint64_t live_count = 0, peak_live = 0, deferred_count = 0;
@@ -36,7 +38,8 @@ struct KVBlockPool::State {
   std::unique_ptr<backend::HostPinner> pinner;
   std::vector<void*> pinned_pieces;
 
-  // Frees completed deferred batches; mutex held. Returns blocks freed.
+  bool is_live(uint64_t id) const noexcept { return (live[id / 64] >> (id % 64)) & 1; }
+  // Frees completed deferred batches; lock held. Returns blocks freed.
   size_t reclaim_completed();
 };
 

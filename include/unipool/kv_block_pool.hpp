@@ -10,10 +10,17 @@
 //   pool.free_after(ids, 64, fences, fences.record(device, stream));
 //   pool.free(ids, 64);                 // Status::not_live: double free, nothing freed
 //
-// Ids are kept on a free-id stack (alloc pops, free pushes), so a batch of n
-// costs O(n) under one lock. A per-block state byte catches double frees,
-// out-of-range ids and an id repeated within one batch; a refused batch
-// changes nothing.
+// Free and live blocks are two bitmaps (one bit per block) with summary
+// levels over the free one, so alloc finds the lowest free block in O(1) and
+// takes a whole word of 64 free blocks at once (writing consecutive ids),
+// and free proves every id live a word at a time (one check for a run of
+// consecutive ids). A double free, an out-of-range id and an id repeated
+// within one batch are refused; a refused batch changes nothing.
+//
+// Reuse order: lowest free id first. The live blocks stay packed at the low
+// end of the arena (fewer pages and TLB entries touched, long free runs
+// above them), and ids handed out together are mostly consecutive, so
+// batched copies coalesce into few large copies.
 //
 // Thread safety: every member is thread-safe except validate(), which wants
 // no concurrent calls.
@@ -86,6 +93,15 @@ class KVBlockPool {
   Status free(const uint32_t* ids, size_t n) noexcept;
   Status free(const int64_t* ids, size_t n) noexcept;
   Status free(const int32_t* ids, size_t n) noexcept;
+  // Frees `ids_to_free` and then allocates n blocks into `out`, under one lock:
+  // the step of an offload manager that evicts blocks to make room for the
+  // ones it stores (the freed blocks may come straight back). `out` may be
+  // `ids_to_free` itself (all ids are read before any is written). Refused with
+  // Status::not_live (a bad free id, as free()) or Status::out_of_space (fewer
+  // than n free even with the freed ones): then nothing is freed or taken.
+  // FreeId, OutId: int64_t, int32_t or uint32_t.
+  template <class FreeId, class OutId>
+  Status free_and_alloc(const FreeId* ids_to_free, size_t n_free, size_t n, OutId* out) noexcept;
   // Frees the ids once `fence` of `source` completes; until then they are not
   // handed out. The pool owns the fence from here on (released to `source`,
   // which must outlive the pool or the deferral). The same checks as free().
@@ -109,8 +125,9 @@ class KVBlockPool {
 
   KVBlockPoolStats stats() const noexcept;
   void reset_peaks() noexcept;
-  // Every invariant: the free stack holds exactly the free blocks, once each;
-  // counts add up to num_blocks; deferred batches hold deferred blocks.
+  // Every invariant: each block is free, live or deferred, never two of them;
+  // the summary levels agree with the free bitmap; the counts add up to
+  // num_blocks and to the bitmaps; deferred batches hold the deferred blocks.
   bool validate(std::string* why = nullptr) const;
 
   // This thread's last error message ("" if none).
@@ -123,6 +140,10 @@ class KVBlockPool {
   Status alloc_ids(size_t n, Id* out) noexcept;
   template <class Id>
   Status free_ids(const Id* ids, size_t n, FenceSource* source, FenceId fence) noexcept;
+  // Fails an alloc of n with `available` free: counts it and sets last_error().
+  Status refuse_alloc(size_t n, size_t available, size_t being_freed) noexcept;
+  template <class Id>
+  Status refuse_free(const Id* ids, size_t n, const char* call) noexcept;
   void map_arena(const KVBlockPoolOptions& options);
   void pin_arena(const KVBlockPoolOptions& options);
 

@@ -1,0 +1,116 @@
+// unipool kv: a set of block ids as a bitmap with summary levels.
+//
+// Level 0 holds one bit per id. Each level above holds one bit per word of
+// the level below, set while that word is not zero, up to a level of one
+// word. Finding the lowest word with a set bit is one count-trailing-zeros
+// per level (at most 6 levels for 2^31 ids), so the cost of taking ids does
+// not grow with how many are taken elsewhere in the pool; inserting or
+// erasing a whole word's worth of ids is one OR or AND-NOT plus, only when
+// the word turns empty or non-empty, a climb up the summary.
+//
+// Not thread-safe: the pool's lock guards it.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace unipool {
+
+class KVIdBitmap {
+ public:
+  static constexpr uint64_t kAll = ~uint64_t{0};
+
+  // `n` ids, every one set (all_set) or none. Bits past n stay clear forever.
+  void init(uint64_t n, bool all_set) {
+    size_ = n;
+    count_ = all_set ? n : 0;
+    levels_.clear();
+    uint64_t words = (n + 63) / 64;
+    levels_.emplace_back(words, all_set ? kAll : 0);
+    if (all_set && n % 64) levels_[0].back() = (uint64_t{1} << (n % 64)) - 1;
+    while (words > 1) {
+      const std::vector<uint64_t>& below = levels_.back();
+      std::vector<uint64_t> above((words + 63) / 64, 0);
+      for (uint64_t w = 0; w < words; ++w) {
+        if (below[w]) above[w / 64] |= uint64_t{1} << (w % 64);
+      }
+      words = above.size();
+      levels_.push_back(std::move(above));
+    }
+  }
+
+  uint64_t size() const noexcept { return size_; }
+  uint64_t count() const noexcept { return count_; }
+  size_t num_words() const noexcept { return levels_[0].size(); }
+  uint64_t word(size_t w) const noexcept { return levels_[0][w]; }
+  bool test(uint64_t id) const noexcept { return (levels_[0][id / 64] >> (id % 64)) & 1; }
+
+  // The lowest word holding a set bit. Only when count() > 0.
+  size_t lowest_word() const noexcept {
+    size_t w = 0;
+    for (size_t level = levels_.size() - 1; level > 0; --level) {
+      w = w * 64 + static_cast<size_t>(std::countr_zero(levels_[level][w]));
+    }
+    return w;
+  }
+
+  // Sets the `bits` bits of `mask` in word w; they must be clear. (The caller
+  // knows how many: a popcount is a library call on baseline x86-64.)
+  void insert(size_t w, uint64_t mask, uint64_t bits) noexcept {
+    uint64_t& x = levels_[0][w];
+    const bool was_empty = x == 0;
+    x |= mask;
+    count_ += bits;
+    if (was_empty && mask) mark(w, true);
+  }
+
+  // Clears the `bits` bits of `mask` in word w; they must be set.
+  void erase(size_t w, uint64_t mask, uint64_t bits) noexcept {
+    uint64_t& x = levels_[0][w];
+    x &= ~mask;
+    count_ -= bits;
+    if (x == 0 && mask) mark(w, false);
+  }
+
+  // Bulk insertion of ids in any order: the caller sets their bits straight
+  // in bulk_words() (one OR per id, and no branch that depends on the
+  // order), then reports them with bulk_inserted(), which fixes the count
+  // and the summaries, before any other call. Every id's summary bit is only
+  // read; a summary is climbed once per word that turned non-empty.
+  uint64_t* bulk_words() noexcept { return levels_[0].data(); }
+  template <class Id>
+  void bulk_inserted(const Id* ids, size_t n) noexcept {
+    count_ += n;
+    if (levels_.size() == 1) return;
+    const uint64_t* summary = levels_[1].data();
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t w = static_cast<uint64_t>(ids[i]) / 64;
+      if (!((summary[w / 64] >> (w % 64)) & 1)) mark(w, true);
+    }
+  }
+
+  // Level `level`'s words (0: the ids), for validate().
+  size_t num_levels() const noexcept { return levels_.size(); }
+  const std::vector<uint64_t>& level(size_t i) const noexcept { return levels_[i]; }
+
+ private:
+  // Word w of level 0 turned non-empty (set) or empty (!set): flip its bit
+  // in the summary, and climb while the summary word turns likewise.
+  void mark(size_t w, bool set) noexcept {
+    for (size_t level = 1; level < levels_.size(); ++level) {
+      uint64_t& s = levels_[level][w / 64];
+      const uint64_t bit = uint64_t{1} << (w % 64);
+      const bool was_empty = s == 0;
+      s = set ? (s | bit) : (s & ~bit);
+      if (set ? !was_empty : s != 0) return;  // the levels above already agree
+      w /= 64;
+    }
+  }
+
+  std::vector<std::vector<uint64_t>> levels_;
+  uint64_t size_ = 0, count_ = 0;
+};
+
+}  // namespace unipool
