@@ -218,18 +218,53 @@ RangeAllocation RangeAllocator::allocate_aligned(uint64_t size, uint64_t alignme
     index = find_range(extent + alignment - options_.alignment);
   }
   if (index == kNone) return failure(Status::out_of_space);
-  // Once the range is split both node acquisitions must succeed: make sure
-  // two spare nodes exist before touching anything.
-  const uint32_t spare_a = acquire_node();
-  const uint32_t spare_b = acquire_node();
-  if (spare_a != kNone) release_node(spare_a);
-  if (spare_b != kNone) release_node(spare_b);
-  if (spare_a == kNone || spare_b == kNone) return failure(Status::allocation_limit);
+  if (!reserve_spare_nodes()) return failure(Status::allocation_limit);
 
   const uint64_t head = align_up(nodes_[index].offset, alignment) - nodes_[index].offset;
   if (head > 0) split_off_head(index, head);
   take_front(index, extent);
   return finish_allocation(index, size);
+}
+
+// A head and a tail split both need a node: once the range is split both
+// acquisitions must succeed, so two spare nodes are made sure of before
+// anything is touched.
+bool RangeAllocator::reserve_spare_nodes() {
+  const uint32_t spare_a = acquire_node();
+  const uint32_t spare_b = acquire_node();
+  if (spare_a != kNone) release_node(spare_a);
+  if (spare_b != kNone) release_node(spare_b);
+  return spare_a != kNone && spare_b != kNone;
+}
+
+RangeAllocation RangeAllocator::allocate_at(uint64_t offset, uint64_t size) {
+  if (size == 0) return failure(Status::zero_size);
+  if (offset % options_.alignment != 0) return failure(Status::bad_alignment);
+  if (size > capacity_) return failure(Status::too_large);
+  // capacity_ is a multiple of the alignment, so extent <= capacity_ here.
+  const uint64_t extent = align_up(size, options_.alignment);
+  if (offset > capacity_ - extent) return failure(Status::bad_argument);
+  if (live_allocations_ >= live_limit_) return failure(Status::allocation_limit);
+  const uint32_t index = range_holding(offset);
+  if (index == kNone || nodes_[index].state != kFree ||
+      nodes_[index].offset + nodes_[index].size < offset + extent) {
+    return failure(Status::out_of_space);
+  }
+  if (!reserve_spare_nodes()) return failure(Status::allocation_limit);
+  const uint64_t head = offset - nodes_[index].offset;
+  if (head > 0) split_off_head(index, head);
+  take_front(index, extent);
+  return finish_allocation(index, size);
+}
+
+// The range (used or free) that contains `offset`, walking back from the
+// end; kNone past the end. There is no address index: nothing on the hot
+// path needs one, and allocate_at is rare.
+uint32_t RangeAllocator::range_holding(uint64_t offset) const {
+  for (uint32_t i = last_node_; i != kNone; i = nodes_[i].prev_addr) {
+    if (nodes_[i].offset <= offset) return offset < nodes_[i].offset + nodes_[i].size ? i : kNone;
+  }
+  return kNone;
 }
 
 UNIPOOL_ALWAYS_INLINE RangeAllocation RangeAllocator::finish_allocation(uint32_t index, uint64_t size) {

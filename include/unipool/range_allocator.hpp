@@ -84,6 +84,16 @@ class RangeAllocator {
   // `alignment` must be 0 (the pool's) or a power of two.
   RangeAllocation allocate(uint64_t size, uint64_t alignment = 0);
 
+  // Takes exactly [offset, offset + size rounded up to the pool alignment),
+  // which must lie inside one free range: what restoring a checkpoint needs
+  // (a block back at the address it had). Status::bad_alignment for an
+  // offset that is not a multiple of the pool alignment, too_large for a size
+  // above capacity(), bad_argument for a range that leaves [0, capacity()),
+  // out_of_space when any byte of it is in use, allocation_limit at the cap;
+  // nothing changes then. O(ranges) (it walks the address order from the
+  // end): for rare calls, not for the hot path.
+  RangeAllocation allocate_at(uint64_t offset, uint64_t size);
+
   // Status::not_live for a handle that is not a live allocation at that offset
   // (double free, never allocated, interior offset); nothing changes then.
   Status free(uint64_t offset, uint64_t handle);
@@ -156,6 +166,8 @@ class RangeAllocator {
   void split_off_head(uint32_t index, uint64_t head);
   void absorb_next(uint32_t index);
   uint32_t node_for(uint64_t offset, uint64_t handle) const;
+  uint32_t range_holding(uint64_t offset) const;
+  bool reserve_spare_nodes();
 
   RangeAllocatorOptions options_;
   uint64_t capacity_ = 0;

@@ -303,6 +303,42 @@ class Differential {
     return check_counters();
   }
 
+  // allocate_at(offset, size): ok exactly when the model has [offset, offset
+  // + extent) inside one gap (and no misuse or cap applies); then the range is
+  // placed there, at that very offset.
+  std::string allocate_at(uint64_t offset, uint64_t size) {
+    fresh_hole_.reset();
+    const RangeAllocation a = alloc_.allocate_at(offset, size);
+    last_ = a;
+    std::ostringstream err;
+    err << "allocate_at(offset=" << offset << ", size=" << size << ") -> " << to_string(a.status) << ": ";
+    const uint64_t extent = align_up(size, base_);
+    Status expected = Status::ok;
+    if (size == 0) {
+      expected = Status::zero_size;
+    } else if (offset % base_ != 0) {
+      expected = Status::bad_alignment;
+    } else if (size > model_.capacity()) {
+      expected = Status::too_large;
+    } else if (offset > model_.capacity() - extent) {
+      expected = Status::bad_argument;
+    } else if (max_allocations_ != 0 && model_.live_count() >= max_allocations_) {
+      expected = Status::allocation_limit;
+    } else if (model_.gap_holding(offset, extent) == model_.gaps().end()) {
+      expected = Status::out_of_space;
+    }
+    if (a.status != expected) return err.str() + "expected " + to_string(expected);
+    if (expected != Status::ok) {
+      if (a.offset != RangeAllocation::kNoOffset) return err.str() + "a failed allocation carries an offset";
+      return check_counters();
+    }
+    if (a.offset != offset) return err.str() + "placed at " + std::to_string(a.offset);
+    if (a.handle == 0 || model_.handle_is_live(a.handle)) return err.str() + "handle 0 or already live";
+    model_.place(offset, extent, size, a.handle);
+    if (alloc_.allocation_size(offset, a.handle) != extent) return err.str() + "allocation_size() != extent";
+    return check_counters();
+  }
+
   // Why a free range of `gap_size` is not where the allocator's policy puts
   // a request needing `need` bytes ("" when it is).
   std::string placement_error(uint64_t need, uint64_t gap_size) const {

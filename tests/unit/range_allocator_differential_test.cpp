@@ -2,7 +2,7 @@
 // tests/support/range_model.hpp over millions of operations in total, spread
 // over configurations (pool alignment 1 and 256, small pools kept near full,
 // mixed and uniform-size phases, per-call alignments, extend(), the
-// allocation cap, misuse). After every operation every counter and query is
+// allocation cap, misuse, allocate_at at exact offsets). After every operation every counter and query is
 // compared with the model and the placement is checked (inside one free gap,
 // aligned, at the gap's aligned start, best fit where the bounded scan must
 // find it, never out_of_space when a fit had to be found); validate() and a
@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,7 @@ struct Scenario {
   double extend_chance = 0.0;
   uint64_t max_extend = 0;
   bool uniform_phases = false;    // alternate mixed and uniform-size phases
+  double place_chance = 0.0;      // chance of an allocate_at (in a gap, or anywhere)
   double misuse_chance = 0.02;
 };
 
@@ -50,7 +52,8 @@ void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }
 
 struct Stats {
   uint64_t ops = 0, allocated = 0, out_of_space = 0, limit = 0, freed = 0, misuse = 0, extends = 0,
-           full_checks = 0, validates = 0, uniform_fills = 0, max_live = 0, exact_reuses = 0;
+           full_checks = 0, validates = 0, uniform_fills = 0, max_live = 0, exact_reuses = 0, placed = 0,
+           place_refused = 0;
 };
 
 class RangeAllocatorDifferential : public ::testing::TestWithParam<Scenario> {};
@@ -138,6 +141,25 @@ TEST_P(RangeAllocatorDifferential, AgreesWithTheReferenceModel) {
       } else if (r < sc.misuse_chance + sc.extend_chance) {
         ++stats.extends;
         err = d.extend(rng.between(1, sc.max_extend));
+      } else if (r < sc.misuse_chance + sc.extend_chance + sc.place_chance) {
+        // allocate_at: most often at an aligned offset inside a free gap (it
+        // must succeed unless the range runs past the gap), else anywhere.
+        const auto& gaps = d.model().gaps();
+        const uint64_t size = rng.log_uniform(sc.min_size, sc.max_size);
+        uint64_t offset = rng.below(d.allocator().capacity() + 1);
+        if (!gaps.empty() && rng.chance(0.8)) {
+          auto g = gaps.begin();
+          std::advance(g, static_cast<long>(rng.below(std::min<uint64_t>(gaps.size(), 16))));
+          offset = g->first + rng.below(g->second);
+          if (rng.chance(0.3)) offset = g->first;  // the gap's start, as restores mostly do
+        }
+        if (rng.chance(0.9)) offset -= offset % base;
+        err = d.allocate_at(offset, size);
+        if (d.last_allocation().status == Status::ok) {
+          ++stats.placed;
+        } else {
+          ++stats.place_refused;
+        }
       } else {
         const bool allocate = live == 0 || (draining ? rng.chance(0.25) : rng.chance(0.75));
         if (allocate) {
@@ -198,7 +220,8 @@ TEST_P(RangeAllocatorDifferential, AgreesWithTheReferenceModel) {
             << stats.out_of_space << " out_of_space, " << stats.limit << " allocation_limit, " << stats.freed
             << " freed, " << stats.misuse << " misuse, " << stats.extends << " extends, " << stats.uniform_fills
             << " uniform fills, " << stats.exact_reuses << " exact reuses, " << stats.validates + stats.full_checks << " validate() calls, " << stats.full_checks
-            << " full comparisons, at most " << stats.max_live << " live\n";
+            << " full comparisons, at most " << stats.max_live << " live, " << stats.placed << " placed ("
+            << stats.place_refused << " refused)\n";
   // The workload really exercised the interesting states.
   EXPECT_GT(stats.allocated, stats.ops / 4);
   EXPECT_GT(stats.out_of_space + stats.limit, 0u) << "the pool never got full";
@@ -212,6 +235,10 @@ TEST_P(RangeAllocatorDifferential, AgreesWithTheReferenceModel) {
   }
   if (sc.options.max_allocations > 0) {
     EXPECT_GT(stats.limit, 0u);
+  }
+  if (sc.place_chance > 0) {
+    EXPECT_GT(stats.placed, 0u);
+    EXPECT_GT(stats.place_refused, 0u);
   }
 }
 
@@ -239,12 +266,14 @@ std::vector<Scenario> scenarios() {
   {  // Byte ranges in a small pool that stays near full; checked every op.
     Scenario s = scenario("mixed_align1_near_full", 1, 256 * KiB, opts(1), 600000);
     s.max_size = 16 * KiB;
+    s.place_chance = 0.05;
     all.push_back(s);
   }
   {  // CUDA-style 256-byte blocks with per-call alignments up to 64 KiB.
     Scenario s = scenario("mixed_align256_per_call", 2, 4 * MiB + 768, opts(256), 600000);
     s.max_size = 128 * KiB;
     s.per_call_align = 0.25;
+    s.place_chance = 0.05;
     all.push_back(s);
   }
   {  // Mixed phases, uniform phases over what is live, uniform phases from empty.
@@ -284,6 +313,7 @@ std::vector<Scenario> scenarios() {
     s.max_size = 8 * KiB;
     s.extend_chance = 0.005;
     s.max_extend = 16 * KiB;
+    s.place_chance = 0.03;
     s.per_call_align = 0.05;
     s.max_align_log2 = 12;
     all.push_back(s);
@@ -291,6 +321,7 @@ std::vector<Scenario> scenarios() {
   {  // The allocation cap hit long before the pool is full.
     Scenario s = scenario("max_allocations_cap", 8, 1 * MiB, opts(1, 8, 40), 300000);
     s.max_size = 32 * KiB;
+    s.place_chance = 0.05;
     all.push_back(s);
   }
   {  // Byte granularity in a pool of 2^50 + change, sizes up to 2^46.
@@ -300,6 +331,7 @@ std::vector<Scenario> scenarios() {
     s.max_size = uint64_t{1} << 46;
     s.per_call_align = 0.1;
     s.max_align_log2 = 40;
+    s.place_chance = 0.02;
     all.push_back(s);
   }
   {  // The multi-million run: larger pool, full checks every 4096 ops.
