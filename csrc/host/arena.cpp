@@ -67,7 +67,14 @@ void Arena::destroy(const ArenaSettings& settings) noexcept {
   }
   remove_leak_root(meta_, sizeof(RangeAllocator));
   backend::os::unmap_metadata(meta_, meta_bytes_);
-  *this = Arena{};
+  // Field by field: the mutex is an atomic (and nobody holds it here).
+  base_ = nullptr;
+  ranges_ = nullptr;
+  reserved_ = chunk_ = 0;
+  slots_ = nullptr;
+  chunks_ = nullptr;
+  meta_ = nullptr;
+  meta_bytes_ = committed_end_ = committed_bytes_ = pinned_bytes_ = trim_floor_ = 0;
 }
 
 Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, const ArenaSettings& settings,
@@ -174,7 +181,7 @@ Status Arena::grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* de
       return Status::out_of_space;
     }
   }
-  committed_end_ += bytes;
+  __atomic_store_n(&committed_end_, committed_end_ + bytes, __ATOMIC_RELEASE);
   committed_bytes_ += bytes;
   pinned_bytes_ += newly_pinned;
   delta->committed += static_cast<int64_t>(bytes);
@@ -183,6 +190,7 @@ Status Arena::grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* de
 }
 
 void Arena::recommit(uint64_t offset, uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta) noexcept {
+  if (committed_bytes_ == committed_end_) return;  // no chunk is decommitted
   for (uint64_t c = offset / chunk_; c * chunk_ < offset + bytes; ++c) {
     if (state(c) != kDecommitted) continue;
     set_state(c, kPageable);
@@ -222,6 +230,7 @@ void Arena::trim(uint64_t retain, ArenaDelta* delta) noexcept {
 }
 
 bool Arena::range_pinned(uint64_t offset, uint64_t bytes) const noexcept {
+  if (pinned_bytes_ == 0) return false;
   for (uint64_t c = offset / chunk_; c * chunk_ < offset + bytes; ++c) {
     if (state(c) != kPinned) return false;
   }

@@ -62,6 +62,9 @@ Engine::Engine(const HostPoolConfig& config) : config_(config) {
   }
   const bool lean = config_.thread_cache == HostThreadCache::size || config_.thread_cache == HostThreadCache::none;
   retain_ = config_.retain != ~uint64_t{0} ? config_.retain : (lean ? 0 : uint64_t{256} << 20);
+  // With a limit every arena allocation is serialized (engine_large.cpp):
+  // shards would only add arenas.
+  shards_ = config_.limit != 0 ? 1 : kLargeShards;
   arena_settings_.reserve = config_.reserve;
   arena_settings_.chunk = config_.chunk;
   arena_settings_.max_pin = config_.max_pin;
@@ -204,7 +207,7 @@ Status Engine::free_located(void* p) noexcept {
       if (s != Status::ok) return s;
       return free_block(loc.page, static_cast<Block*>(p));
     }
-    case Kind::large: return free_large(loc.arena, p);
+    case Kind::large: return free_large(loc.arena_index, p);
     case Kind::huge:
     case Kind::none: break;
   }
@@ -215,7 +218,7 @@ uint64_t Engine::footprint(const void* p) const noexcept {
   const Located loc = locate(p);
   if (loc.kind == Kind::small) return check_block(loc.page, p) == Status::ok ? loc.page->block_size : 0;
   if (loc.kind == Kind::large) {
-    LockGuard lock(large_lock_);
+    FutexGuard lock(arenas_[loc.arena_index].mutex());
     const LargeHeader* h = large_header(loc.arena, p);
     return h ? h->extent : 0;
   }
@@ -239,8 +242,8 @@ size_t Engine::usable_size(const void* p) const noexcept {
     return page->block_size;
   }
   if (loc.kind == Kind::large) {
-    LockGuard lock(large_lock_);
-    const LargeHeader* h = large_header(loc.arena, p);
+    // No lock: the malloc face asks on every realloc and malloc_usable_size.
+    const LargeHeader* h = large_header_unlocked(loc.arena, p);
     return h ? h->extent - h->pad : 0;
   }
   LockGuard lock(huge_lock_);
@@ -253,11 +256,11 @@ bool Engine::is_pinned(const void* p) const noexcept {
   const Located loc = locate(p);
   if (loc.kind == Kind::small) {
     const Segment* seg = Segment::of(p);
-    LockGuard lock(large_lock_);
+    FutexGuard lock(arenas_[loc.arena_index].mutex());
     return loc.arena->range_pinned(seg->range_offset, kSegmentSize);
   }
   if (loc.kind == Kind::large) {
-    LockGuard lock(large_lock_);
+    FutexGuard lock(arenas_[loc.arena_index].mutex());
     const LargeHeader* h = large_header(loc.arena, p);
     return h != nullptr && h->pinned != 0;
   }
@@ -285,16 +288,17 @@ void Engine::trim() noexcept {
       release_segment(seg);
     }
   }
-  LockGuard lock(large_lock_);
   ArenaDelta delta;
-  for (uint32_t i = 0; i < arena_count_.load(std::memory_order_relaxed); ++i) arenas_[i].trim(0, &delta);
+  for (uint32_t i = 0; i < arena_count_.load(std::memory_order_acquire); ++i) {
+    FutexGuard lock(arenas_[i].mutex());
+    arenas_[i].trim(0, &delta);
+  }
   apply(delta);
 }
 
 HostPinningState Engine::pinning_state() const noexcept {
   if (config_.pinned == HostPinned::off) return HostPinningState::pageable;
-  LockGuard lock(large_lock_);
-  if (pinner_checked_ && !pin_available_) return HostPinningState::pageable_no_gpu;
+  if (pinner_checked_.load(std::memory_order_acquire) && !pin_available_) return HostPinningState::pageable_no_gpu;
   if (pin_failures_.load(std::memory_order_relaxed) != 0) return HostPinningState::partially_pinned;
   return HostPinningState::pinned;
 }
@@ -305,7 +309,8 @@ void Engine::fork_prepare() noexcept {
   heaps_lock_.lock();
   for (SharedClass& sc : shared_) sc.lock.lock();
   pages_lock_.lock();
-  large_lock_.lock();
+  setup_lock_.lock();
+  for (const Arena& a : arenas_) a.mutex().lock();
   huge_lock_.lock();
   deferred_lock_.lock();
 }
@@ -313,7 +318,8 @@ void Engine::fork_prepare() noexcept {
 void Engine::fork_release(bool child) noexcept {
   deferred_lock_.unlock();
   huge_lock_.unlock();
-  large_lock_.unlock();
+  for (uint32_t i = kMaxArenas; i-- > 0;) arenas_[i].mutex().unlock();
+  setup_lock_.unlock();
   pages_lock_.unlock();
   for (uint32_t c = kNumClasses; c-- > 0;) shared_[c].lock.unlock();
   heaps_lock_.unlock();

@@ -7,7 +7,8 @@
 //   huge          own mappings in a table, with a small cache (BigCache)
 //
 // Locks, always taken in this order: registry (thread_state.cpp) -> heaps_lock_
-// -> shared_[c].lock -> pages_lock_ -> large_lock_ -> huge_lock_;
+// -> shared_[c].lock -> pages_lock_ -> setup_lock_ -> arenas_[i].mutex (one at
+// a time; several only in validate() and fork, by index) -> huge_lock_;
 // deferred_lock_ is never held while another is taken. The fast paths of
 // engine_fast.hpp take none.
 #pragma once
@@ -37,6 +38,10 @@ class HostPinner;
 namespace unipool::host {
 
 inline constexpr uint32_t kMaxArenas = 16;
+// Threads spread their large blocks over this many arenas, each with its own
+// lock (engine_large.cpp).
+inline constexpr uint32_t kLargeShards = 8;
+inline constexpr uint32_t kNoArena = ~uint32_t{0};
 inline constexpr uint32_t kMaxHugeCache = 64;
 inline constexpr uint64_t kLargeHeader = 64;
 inline constexpr uint8_t kNoClass = 255;  // a page a heap keeps empty
@@ -71,6 +76,14 @@ struct Gauge {
   }
   uint64_t get() const noexcept { return static_cast<uint64_t>(now.load(std::memory_order_relaxed)); }
   void reset_peak() noexcept { peak.store(now.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+};
+
+// What arena_allocate() carved, read under the arena's lock.
+struct ArenaGrant {
+  RangeAllocation range;
+  uint32_t index = 0;   // arena
+  uint64_t extent = 0;  // bytes the range occupies
+  bool pinned = false;  // every chunk under it is pinned
 };
 
 // The shared list of one size class: pages owned by no thread.
@@ -164,12 +177,26 @@ class Engine {
 
   // ---- large (engine_large.cpp) ----
   void* allocate_large(size_t size, size_t alignment) noexcept;
-  Status free_large(Arena* arena, void* p) noexcept;
-  LargeHeader* large_header(Arena* arena, const void* p) const noexcept;
+  Status free_large(uint32_t arena_index, void* p) noexcept;
+  LargeHeader* large_header(Arena* arena, const void* p) const noexcept;  // its arena's lock held
+  // The same checks but the range allocator's (no lock): for usable_size().
+  const LargeHeader* large_header_unlocked(const Arena* arena, const void* p) const noexcept;
   void apply(const ArenaDelta& delta) noexcept;
-  // A range from some arena (large_lock_ held); adds an arena when all are full.
-  Status arena_allocate(uint64_t size, uint64_t alignment, RangeAllocation* r, uint32_t* index,
-                        Message* why) noexcept;
+  // A range, from arena `preferred` first, then any other; adds an arena when
+  // all are full. Takes each arena's lock in turn.
+  Status arena_allocate(uint32_t preferred, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why) noexcept;
+  Status try_arena(uint32_t i, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why, bool* full) noexcept;
+  bool add_arena(Message* why) noexcept;  // setup_lock_ held
+  uint32_t arena_of_shard(uint32_t shard) noexcept;
+  // Live large blocks changed by (blocks, requested, extent): into the
+  // calling thread's heap tally, folded at kLargeFoldBytes, or straight into
+  // the gauges for a thread without a heap.
+  void account_large(int64_t blocks, int64_t requested, int64_t extent) noexcept;
+  void fold_large(Heap* heap) noexcept;
+  struct LargeSums {
+    int64_t blocks = 0, requested = 0, extent = 0;
+  };
+  LargeSums count_large_tallies() const noexcept;  // heaps_lock_ held
   void ensure_pinner() noexcept;
   uint64_t headroom() const noexcept;
 
@@ -216,9 +243,13 @@ class Engine {
   std::atomic<uint32_t> arena_count_{0};
   ArenaSettings arena_settings_;
   std::unique_ptr<backend::HostPinner> pinner_;
-  bool pinner_checked_ = false;
+  std::atomic<bool> pinner_checked_{false};  // release-stored after pin_available_ and the settings
   bool pin_available_ = false;
-  mutable Mutex large_lock_;
+  // Pinner set-up and adding arenas; with a `limit`, every arena allocation
+  // (so the headroom check and the growth are one step).
+  mutable Mutex setup_lock_;
+  std::atomic<uint32_t> shard_arena_[kLargeShards] = {};  // arena of each shard, kNoArena until used
+  uint32_t shards_ = kLargeShards;  // 1 with a limit
 
   // Segments and pages.
   mutable Mutex pages_lock_;

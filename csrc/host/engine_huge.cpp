@@ -27,10 +27,7 @@ void* Engine::allocate_huge(size_t size, size_t alignment, bool internal) noexce
                                                                                     : backend::os::page_size();
   const uint64_t bytes = round_up(size, granule);
   const uint64_t align = alignment > granule ? alignment : granule;
-  if (!internal) {
-    LockGuard lock(large_lock_);
-    ensure_pinner();
-  }
+  if (!internal) ensure_pinner();
   char* base = nullptr;
   uint64_t map_bytes = 0;
   bool pinned = false;

@@ -32,92 +32,224 @@ void Engine::apply(const ArenaDelta& delta) noexcept {
 }
 
 void Engine::ensure_pinner() noexcept {
-  if (pinner_checked_) return;
-  pinner_checked_ = true;
-  if (config_.pinned == HostPinned::off) return;
-  // The CUDA runtime allocates as it starts: those requests are served on
-  // the side (t_internal), never from this pool's locked paths.
-  InternalScope internal;
-  try {
-    pinner_ = make_pinner();
-    pin_available_ = pinner_ != nullptr && pinner_->available();
-  } catch (...) {
-    pin_available_ = false;
+  if (pinner_checked_.load(std::memory_order_acquire)) return;
+  LockGuard lock(setup_lock_);
+  if (pinner_checked_.load(std::memory_order_relaxed)) return;
+  if (config_.pinned != HostPinned::off) {
+    // The CUDA runtime allocates as it starts: those requests are served on
+    // the side (t_internal), never from this pool's locked paths.
+    InternalScope internal;
+    try {
+      pinner_ = make_pinner();
+      pin_available_ = pinner_ != nullptr && pinner_->available();
+    } catch (...) {
+      pin_available_ = false;
+    }
+    if (pin_available_) arena_settings_.pinner = pinner_.get();
   }
-  if (pin_available_) arena_settings_.pinner = pinner_.get();
+  pinner_checked_.store(true, std::memory_order_release);
 }
 
-Status Engine::arena_allocate(uint64_t size, uint64_t alignment, RangeAllocation* r, uint32_t* index,
+// ---- arenas and shards ---------------------------------------------------------------
+
+bool Engine::add_arena(Message* why) noexcept {
+  const uint32_t count = arena_count_.load(std::memory_order_relaxed);
+  if (count == kMaxArenas) {
+    why->add("every arena's reserved address space is full");
+    return false;
+  }
+  if (!arenas_[count].init(arena_settings_)) {
+    why->add("cannot reserve ").add_dec(arena_settings_.reserve).add(" bytes of address space");
+    return false;
+  }
+  if (count == 0) {
+    arena0_slots_.store(arenas_[0].slots(), std::memory_order_relaxed);
+    arena0_base_.store(reinterpret_cast<uintptr_t>(arenas_[0].base()), std::memory_order_release);
+    LockGuard deferred(deferred_lock_);
+    arena0_reserved_ = arenas_[0].reserved();
+    refresh_fast_span();
+  }
+  arena_count_.store(count + 1, std::memory_order_release);
+  return true;
+}
+
+// Shard 0 is arena 0 (with the segments); shard s > 0 gets an arena of its
+// own on first use, or shares arena 0 when no arena is left (kNoArena).
+// shard_arena_[s] == 0 means "not set up yet".
+uint32_t Engine::arena_of_shard(uint32_t shard) noexcept {
+  if (shard == 0) return 0;
+  uint32_t a = shard_arena_[shard].load(std::memory_order_acquire);
+  if (a == 0) {
+    LockGuard lock(setup_lock_);
+    a = shard_arena_[shard].load(std::memory_order_relaxed);
+    if (a == 0) {
+      Message why;
+      const uint32_t count = arena_count_.load(std::memory_order_relaxed);
+      a = count > 0 && add_arena(&why) ? count : kNoArena;
+      shard_arena_[shard].store(a, std::memory_order_release);
+    }
+  }
+  return a == kNoArena ? 0 : a;
+}
+
+Status Engine::try_arena(uint32_t i, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why,
+                         bool* full) noexcept {
+  FutexMutex& m = arenas_[i].mutex();
+  m.lock();
+  Arena& arena = arenas_[i];
+  ArenaDelta delta;
+  const Status s = arena.allocate(size, alignment, headroom(), arena_settings_, &out->range, &delta, why, full);
+  if (s == Status::ok) {
+    out->index = i;
+    out->extent = arena.ranges().allocation_size(out->range.offset, out->range.handle);
+    out->pinned = arena.range_pinned(out->range.offset, out->extent);
+  }
+  m.unlock();
+  apply(delta);
+  return s;
+}
+
+Status Engine::arena_allocate(uint32_t preferred, uint64_t size, uint64_t alignment, ArenaGrant* out,
                               Message* why) noexcept {
   ensure_pinner();
-  for (int round = 0; round < 2; ++round) {
-    const uint32_t count = arena_count_.load(std::memory_order_relaxed);
-    for (uint32_t i = 0; i < count; ++i) {
+  // With a limit, checking the headroom and growing must be one step.
+  const bool serial = config_.limit != 0;
+  if (serial) setup_lock_.lock();
+  Status result = Status::out_of_space;
+  for (int round = 0; round < 3; ++round) {
+    const uint32_t count = arena_count_.load(std::memory_order_acquire);
+    const uint32_t first = preferred < count ? preferred : 0;
+    bool all_full = true;
+    for (uint32_t k = 0; k < count && all_full; ++k) {
+      // The preferred arena first, then the others in order.
+      const uint32_t i = k == 0 ? first : (k <= first ? k - 1 : k);
       Message attempt;
-      ArenaDelta delta;
       bool full = false;
-      const Status s = arenas_[i].allocate(size, alignment, headroom(), arena_settings_, r, &delta, &attempt, &full);
-      apply(delta);
+      const Status s = try_arena(i, size, alignment, out, &attempt, &full);
       if (s == Status::ok) {
-        *index = i;
+        if (serial) setup_lock_.unlock();
         return Status::ok;
       }
       if (!full) {
         *why = attempt;
-        return s;
+        result = s;
+        all_full = false;
       }
     }
-    if (count == kMaxArenas) {
-      why->add("every arena's reserved address space is full");
-      return Status::out_of_space;
-    }
+    if (!all_full) break;
     if (size + alignment > arena_settings_.reserve) {
       why->add("larger than an arena (reserve=").add_dec(arena_settings_.reserve).add(")");
-      return Status::too_large;
+      result = Status::too_large;
+      break;
     }
-    if (!arenas_[count].init(arena_settings_)) {
-      why->add("cannot reserve ").add_dec(arena_settings_.reserve).add(" bytes of address space");
-      return Status::out_of_space;
+    if (!serial) setup_lock_.lock();
+    // Another thread may have added one since we looked: then just retry.
+    const bool added = arena_count_.load(std::memory_order_relaxed) != count || add_arena(why);
+    if (!serial) setup_lock_.unlock();
+    if (!added) {
+      result = Status::out_of_space;
+      break;
     }
-    if (count == 0) {
-      arena0_slots_.store(arenas_[0].slots(), std::memory_order_relaxed);
-      arena0_base_.store(reinterpret_cast<uintptr_t>(arenas_[0].base()), std::memory_order_release);
-      LockGuard deferred(deferred_lock_);
-      arena0_reserved_ = arenas_[0].reserved();
-      refresh_fast_span();
-    }
-    arena_count_.store(count + 1, std::memory_order_release);
+    if (round == 2) why->add("no arena could hold the request");
   }
-  why->add("no arena could hold the request");
-  return Status::out_of_space;
+  if (serial) setup_lock_.unlock();
+  return result;
 }
+
+// ---- the thread's tally of large blocks -----------------------------------------------
+
+namespace {
+void move(std::atomic<int64_t>& counter, int64_t by) noexcept {  // owner only
+  counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+}  // namespace
+
+void Engine::account_large(int64_t blocks, int64_t requested, int64_t extent) noexcept {
+  Heap* heap = nullptr;
+  if (slot_ != 0) {
+    const HeapRef& ref = t_thread->heaps[slot_];
+    if (ref.generation == generation_) heap = ref.heap;
+  }
+  if (heap == nullptr) {
+    large_count_.fetch_add(static_cast<uint64_t>(blocks), std::memory_order_relaxed);
+    requested_.add(requested);
+    allocated_.add(extent);
+    return;
+  }
+  LargeTally& t = heap->large;
+  move(t.blocks, blocks);
+  move(t.requested, requested);
+  move(t.extent, extent);
+  const int64_t drift = t.extent.load(std::memory_order_relaxed);
+  if (drift >= kLargeFoldBytes || drift <= -kLargeFoldBytes) {
+    fold_large(heap);
+  } else if (extent > 0) {
+    // Growth that could be a new peak is folded at once (two loads of lines
+    // that only folds write), so peaks stay exact but for other threads'
+    // unfolded growth at the same moment.
+    const int64_t req = t.requested.load(std::memory_order_relaxed);
+    if (allocated_.now.load(std::memory_order_relaxed) + drift > allocated_.peak.load(std::memory_order_relaxed) ||
+        requested_.now.load(std::memory_order_relaxed) + req > requested_.peak.load(std::memory_order_relaxed)) {
+      fold_large(heap);
+    }
+  }
+}
+
+void Engine::fold_large(Heap* heap) noexcept {
+  LargeTally& t = heap->large;
+  const int64_t blocks = t.blocks.load(std::memory_order_relaxed);
+  const int64_t requested = t.requested.load(std::memory_order_relaxed);
+  const int64_t extent = t.extent.load(std::memory_order_relaxed);
+  if (blocks == 0 && requested == 0 && extent == 0) return;
+  t.blocks.store(0, std::memory_order_relaxed);
+  t.requested.store(0, std::memory_order_relaxed);
+  t.extent.store(0, std::memory_order_relaxed);
+  large_count_.fetch_add(static_cast<uint64_t>(blocks), std::memory_order_relaxed);
+  requested_.add(requested);
+  allocated_.add(extent);
+}
+
+Engine::LargeSums Engine::count_large_tallies() const noexcept {
+  LargeSums sum;
+  for (const Heap* h = heaps_; h != nullptr; h = h->next) {
+    sum.blocks += h->large.blocks.load(std::memory_order_relaxed);
+    sum.requested += h->large.requested.load(std::memory_order_relaxed);
+    sum.extent += h->large.extent.load(std::memory_order_relaxed);
+  }
+  return sum;
+}
+
+// ---- blocks ------------------------------------------------------------------------------
 
 void* Engine::allocate_large(size_t size, size_t alignment) noexcept {
   const uint64_t pad = alignment > kLargeHeader ? alignment : kLargeHeader;
-  RangeAllocation r;
-  uint32_t index = 0;
-  LockGuard lock(large_lock_);
+  // Threads spread their large blocks over the shards' arenas by the order
+  // they started (the first thread, and every shards_-th after it, on arena
+  // 0 with the segments), so threads that allocate large blocks together do
+  // not queue on one lock. Decided once per thread: a thread that moved
+  // later would leave pages it touched behind (more page faults).
+  ThreadState* thread = current_thread_state();
+  const uint32_t shard = thread != nullptr ? thread->seed % shards_ : 0;
+  ArenaGrant g;
   Message why;
-  const Status s = arena_allocate(size + pad, alignment > kLargeHeader ? alignment : 0, &r, &index, &why);
+  const Status s = arena_allocate(arena_of_shard(shard), size + pad, alignment > kLargeHeader ? alignment : 0, &g,
+                                  &why);
   if (s != Status::ok) {
     fail(s, Message{}.add("unipool host pool: cannot allocate ").add_dec(size).add(" bytes: ").add(why.c_str()));
     return nullptr;
   }
-  Arena& arena = arenas_[index];
-  const uint64_t extent = arena.ranges().allocation_size(r.offset, r.handle);
-  char* user = arena.base() + r.offset + pad;
+  Arena& arena = arenas_[g.index];
+  char* user = arena.base() + g.range.offset + pad;
   auto* h = reinterpret_cast<LargeHeader*>(user - kLargeHeader);
-  h->magic = kLargeLive ^ reinterpret_cast<uintptr_t>(user) ^ secret_;
-  h->handle = r.handle;
-  h->offset = r.offset;
-  h->extent = extent;
+  h->handle = g.range.handle;
+  h->offset = g.range.offset;
+  h->extent = g.extent;
   h->requested = size;
-  h->arena = index;
+  h->arena = g.index;
   h->pad = static_cast<uint32_t>(pad);
-  h->pinned = arena.range_pinned(r.offset, extent) ? 1 : 0;
-  large_count_.fetch_add(1, std::memory_order_relaxed);
-  requested_.add(static_cast<int64_t>(size));
-  allocated_.add(static_cast<int64_t>(extent));
+  h->pinned = g.pinned ? 1 : 0;
+  __atomic_store_n(&h->magic, kLargeLive ^ reinterpret_cast<uintptr_t>(user) ^ secret_, __ATOMIC_RELEASE);
+  account_large(1, static_cast<int64_t>(size), static_cast<int64_t>(g.extent));
   return user;
 }
 
@@ -127,7 +259,7 @@ LargeHeader* Engine::large_header(Arena* arena, const void* p) const noexcept {
   // The header must lie in the committed prefix, where reading is safe.
   if (a % kLargeHeader != 0 || a - base < kLargeHeader || a - base > arena->committed_end()) return nullptr;
   auto* h = reinterpret_cast<LargeHeader*>(a - kLargeHeader);
-  if (h->magic != (kLargeLive ^ a ^ secret_)) return nullptr;
+  if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != (kLargeLive ^ a ^ secret_)) return nullptr;
   // A header is only believed when the range allocator agrees: a live range
   // with that handle, at that offset, of that extent, `pad` below p.
   if (h->offset + h->pad != a - base) return nullptr;
@@ -135,28 +267,45 @@ LargeHeader* Engine::large_header(Arena* arena, const void* p) const noexcept {
   return h;
 }
 
-Status Engine::free_large(Arena* arena, void* p) noexcept {
+// Every free overwrites a block's magic before its range is given back, so a
+// live magic (keyed by the pool's secret and the address) is found only in
+// front of a live block; the bounds keep the read inside committed memory.
+const LargeHeader* Engine::large_header_unlocked(const Arena* arena, const void* p) const noexcept {
   const auto a = reinterpret_cast<uintptr_t>(p);
-  LockGuard lock(large_lock_);
-  LargeHeader* h = large_header(arena, p);
-  if (h == nullptr) {
-    const auto base = reinterpret_cast<uintptr_t>(arena->base());
-    if (a % kLargeHeader == 0 && a - base >= kLargeHeader && a - base <= arena->committed_end() &&
-        reinterpret_cast<LargeHeader*>(a - kLargeHeader)->magic == (kLargeFreed ^ a ^ secret_)) {
-      return misuse("double free (the large block is already free)", p);
+  const auto base = reinterpret_cast<uintptr_t>(arena->base());
+  const uint64_t end = arena->committed_end_unlocked();
+  if (a % kLargeHeader != 0 || a - base < kLargeHeader || a - base > end) return nullptr;
+  const auto* h = reinterpret_cast<const LargeHeader*>(a - kLargeHeader);
+  if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != (kLargeLive ^ a ^ secret_)) return nullptr;
+  if (h->offset + h->pad != a - base || h->extent <= h->pad || h->offset + h->extent > end) return nullptr;
+  return h;
+}
+
+Status Engine::free_large(uint32_t arena_index, void* p) noexcept {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  Arena* arena = &arenas_[arena_index];
+  uint64_t extent = 0, requested = 0;
+  {
+    FutexGuard lock(arenas_[arena_index].mutex());
+    LargeHeader* h = large_header(arena, p);
+    if (h == nullptr) {
+      const auto base = reinterpret_cast<uintptr_t>(arena->base());
+      if (a % kLargeHeader == 0 && a - base >= kLargeHeader && a - base <= arena->committed_end() &&
+          __atomic_load_n(&reinterpret_cast<LargeHeader*>(a - kLargeHeader)->magic, __ATOMIC_ACQUIRE) ==
+              (kLargeFreed ^ a ^ secret_)) {
+        return misuse("double free (the large block is already free)", p);
+      }
+      return misuse("free of a pointer that is not a live block of this pool (foreign or interior)", p);
     }
-    return misuse("free of a pointer that is not a live block of this pool (foreign or interior)", p);
+    extent = h->extent;
+    requested = h->requested;
+    __atomic_store_n(&h->magic, kLargeFreed ^ a ^ secret_, __ATOMIC_RELEASE);
+    arena->free(h->offset, h->handle);
+    ArenaDelta delta;
+    arena->maybe_trim(retain_, &delta);
+    apply(delta);
   }
-  const uint64_t extent = h->extent;
-  const uint64_t requested = h->requested;
-  h->magic = kLargeFreed ^ a ^ secret_;
-  arena->free(h->offset, h->handle);
-  ArenaDelta delta;
-  arena->maybe_trim(retain_, &delta);
-  apply(delta);
-  large_count_.fetch_sub(1, std::memory_order_relaxed);
-  requested_.add(-static_cast<int64_t>(requested));
-  allocated_.add(-static_cast<int64_t>(extent));
+  account_large(-1, -static_cast<int64_t>(requested), -static_cast<int64_t>(extent));
   return Status::ok;
 }
 

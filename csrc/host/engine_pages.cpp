@@ -200,17 +200,16 @@ Segment* Engine::new_segment(uint8_t kind) noexcept {
     unlink_free(&cached_segments_, seg);
     --cached_segment_count_;
   } else {
-    RangeAllocation r;
-    uint32_t index = 0;
-    {
-      LockGuard lock(large_lock_);
-      Message why;
-      if (arena_allocate(kSegmentSize, kSegmentSize, &r, &index, &why) != Status::ok) {
-        fail(Status::out_of_space, Message{}.add("unipool host pool: cannot get a segment: ").add(why.c_str()));
-        return nullptr;
-      }
-      arenas_[index].set_slot(r.offset, kSlotSegment);
+    // Segments go to arena 0 first, where the fast free path looks.
+    ArenaGrant g;
+    Message why;
+    if (arena_allocate(0, kSegmentSize, kSegmentSize, &g, &why) != Status::ok) {
+      fail(Status::out_of_space, Message{}.add("unipool host pool: cannot get a segment: ").add(why.c_str()));
+      return nullptr;
     }
+    const RangeAllocation r = g.range;
+    const uint32_t index = g.index;
+    arenas_[index].set_slot(r.offset, kSlotSegment);
     seg = reinterpret_cast<Segment*>(arenas_[index].base() + r.offset);
     seg->range_offset = r.offset;
     seg->range_handle = r.handle;
@@ -242,7 +241,7 @@ void Engine::release_segment(Segment* seg) noexcept {
   else all_segments_ = seg->all_next;
   if (seg->all_next) seg->all_next->all_prev = seg->all_prev;
   --segment_count_;
-  LockGuard lock(large_lock_);
+  FutexGuard lock(arenas_[seg->arena].mutex());
   Arena& arena = arenas_[seg->arena];
   arena.set_slot(seg->range_offset, kSlotOther);
   arena.free(seg->range_offset, seg->range_handle);

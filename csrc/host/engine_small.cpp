@@ -310,6 +310,7 @@ void Engine::abandon_pages(Heap* heap) noexcept {
   }
   heap->empty_bytes = 0;
   heap->remote_mask.store(0, std::memory_order_relaxed);
+  fold_large(heap);  // its large-block tally into the gauges
 }
 
 void Engine::retire_heap(Heap* heap) noexcept {

@@ -29,9 +29,14 @@ HostPoolStats Engine::stats() const noexcept {
   int64_t live[kNumClasses];
   uint64_t refills[kNumClasses];
   int64_t unflushed = 0;
+  int64_t large_blocks = 0, large_requested = 0, large_extent = 0;  // not yet folded
   {
     LockGuard lock(heaps_lock_);
     count_small(live, refills, &unflushed);
+    const LargeSums large = count_large_tallies();
+    large_blocks = large.blocks;
+    large_requested = large.requested;
+    large_extent = large.extent;
   }
   (void)unflushed;
   int64_t small_live_bytes = 0;
@@ -68,12 +73,10 @@ HostPoolStats Engine::stats() const noexcept {
   }
 
   uint64_t arena_free = 0, reserved = 0;
-  {
-    LockGuard lock(large_lock_);
-    for (uint32_t i = 0; i < arena_count_.load(std::memory_order_relaxed); ++i) {
-      arena_free += arenas_[i].free_committed_bytes();
-      reserved += arenas_[i].reserved();
-    }
+  for (uint32_t i = 0; i < arena_count_.load(std::memory_order_acquire); ++i) {
+    FutexGuard lock(arenas_[i].mutex());
+    arena_free += arenas_[i].free_committed_bytes();
+    reserved += arenas_[i].reserved();
   }
   uint64_t huge_cache_bytes = 0;
   {
@@ -82,8 +85,8 @@ HostPoolStats Engine::stats() const noexcept {
   }
 
   const int64_t flushed = small_flushed_.load(std::memory_order_relaxed);
-  const int64_t other_allocated = allocated_.now.load(std::memory_order_relaxed) - flushed;
-  const int64_t other_requested = requested_.now.load(std::memory_order_relaxed) - flushed;
+  const int64_t other_allocated = allocated_.now.load(std::memory_order_relaxed) - flushed + large_extent;
+  const int64_t other_requested = requested_.now.load(std::memory_order_relaxed) - flushed + large_requested;
   const uint64_t deferred = deferred_bytes_.get();
   const auto allocated_total = static_cast<uint64_t>(small_live_bytes + other_allocated);
   const auto requested_total = static_cast<uint64_t>(small_live_bytes + other_requested);
@@ -113,7 +116,7 @@ HostPoolStats Engine::stats() const noexcept {
   st.peak_cached_bytes = peak(cached_, st.cached_bytes);
   st.peak_deferred_bytes = peak(deferred_bytes_, deferred);
 
-  st.large_blocks = large_count_.load(std::memory_order_relaxed);
+  st.large_blocks = large_count_.load(std::memory_order_relaxed) + static_cast<uint64_t>(large_blocks);
   st.huge_blocks = huge_count_.load(std::memory_order_relaxed);
   st.huge_cache_hits = huge_hits_.load(std::memory_order_relaxed);
   st.huge_cache_misses = huge_misses_.load(std::memory_order_relaxed);

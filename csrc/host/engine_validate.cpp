@@ -161,8 +161,10 @@ bool Engine::validate(std::string* why_out) const {
     LockGuard heaps(heaps_lock_);
     for (const SharedClass& sc : shared_) const_cast<Mutex&>(sc.lock).lock();
     LockGuard pages(pages_lock_);
-    LockGuard large(large_lock_);
+    LockGuard setup(setup_lock_);
+    for (const Arena& a : arenas_) a.mutex().lock();
     count_small(live, refills, &unflushed);
+    const LargeSums unfolded = count_large_tallies();
     ok = validate_pages(live, &why);
     for (uint32_t i = 0; ok && i < arena_count_.load(std::memory_order_relaxed); ++i) ok = arenas_[i].validate(&why);
     // Large blocks: every used range that is not a segment has a valid header.
@@ -197,7 +199,8 @@ bool Engine::validate(std::string* why_out) const {
       });
       if (!walk.ok) ok = bad(&why, "large: a used range is neither a segment nor a block with a valid header");
     }
-    if (ok && large_count != large_count_.load(std::memory_order_relaxed)) {
+    if (ok && static_cast<int64_t>(large_count) !=
+                  static_cast<int64_t>(large_count_.load(std::memory_order_relaxed)) + unfolded.blocks) {
       ok = bad(&why, "large: live block count differs from a recount");
     }
     // Exact accounting.
@@ -227,7 +230,8 @@ bool Engine::validate(std::string* why_out) const {
       int64_t small_live = 0;
       for (uint32_t c = 0; c < kNumClasses; ++c) small_live += live[c] * static_cast<int64_t>(kClassSize[c]);
       const int64_t flushed = small_flushed_.load(std::memory_order_relaxed);
-      const int64_t allocated = allocated_.now.load(std::memory_order_relaxed) - flushed + small_live;
+      // Large blocks' changes not yet folded from the heaps' tallies count too.
+      const int64_t allocated = allocated_.now.load(std::memory_order_relaxed) - flushed + small_live + unfolded.extent;
       if (ok && static_cast<uint64_t>(allocated) != small_live + large_extent + huge_bytes) {
         ok = bad(&why, "allocated bytes differ from small + large + huge live blocks");
       }
@@ -235,6 +239,7 @@ bool Engine::validate(std::string* why_out) const {
         ok = bad(&why, "small/middle bytes folded into the gauges + unflushed != live");
       }
     }
+    for (uint32_t i = kMaxArenas; i-- > 0;) arenas_[i].mutex().unlock();
     for (uint32_t c = kNumClasses; c-- > 0;) const_cast<Mutex&>(shared_[c].lock).unlock();
   }
   if (ok) {

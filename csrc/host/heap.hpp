@@ -28,6 +28,18 @@ struct HeapClassHot {
 };
 static_assert(sizeof(HeapClassHot) == 32);
 
+// A thread's changes to the pool's live large blocks not yet folded into
+// its gauges. Each gauge update is a locked read-modify-write on a line all
+// threads write; folding once the bytes moved by kLargeFoldBytes, or when an
+// allocation could raise a peak, keeps most large allocations and frees of a
+// steady workload to one lock (their arena's). stats() adds the unfolded
+// part, so current figures stay exact; a peak can miss only what other
+// threads had not folded at that moment (less than kLargeFoldBytes each).
+struct LargeTally {
+  std::atomic<int64_t> blocks{0}, requested{0}, extent{0};
+};
+inline constexpr int64_t kLargeFoldBytes = int64_t{4} << 20;
+
 struct HeapClassLists {
   PageList avail;  // pages with free or never-used blocks (the current one too)
   PageList full;   // pages with neither; a local free moves one back
@@ -43,6 +55,7 @@ struct Heap {
   ThreadState* thread = nullptr;
   PageList empty[2];        // empty pages kept for reuse, by kind
   uint64_t empty_bytes = 0;
+  LargeTally large;         // owner writes (relaxed load + store), stats() reads
   Heap* next = nullptr;     // the engine's list of heaps
   Heap* prev = nullptr;
 
@@ -75,6 +88,9 @@ inline void Heap::reset() noexcept {
   thread = nullptr;
   for (PageList& e : empty) e = PageList{};
   empty_bytes = 0;
+  large.blocks.store(0, std::memory_order_relaxed);
+  large.requested.store(0, std::memory_order_relaxed);
+  large.extent.store(0, std::memory_order_relaxed);
   next = nullptr;
   prev = nullptr;
 }

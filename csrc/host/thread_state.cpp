@@ -30,6 +30,7 @@ pthread_key_t g_exit_key;
 pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 bool g_key_ok = false;
 pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+std::atomic<uint32_t> g_next_seed{0};
 
 void on_thread_exit(void* arg) noexcept {
   auto* state = static_cast<ThreadState*>(arg);
@@ -90,6 +91,7 @@ ThreadState* current_thread_state() noexcept {
     if (state == nullptr) return nullptr;
   }
   *state = ThreadState{};
+  state->seed = g_next_seed.fetch_add(1, std::memory_order_relaxed);
   // Keys below 32 live in the thread descriptor, so this does not allocate.
   if (pthread_setspecific(g_exit_key, state) != 0) {
     LockGuard lock(g_registry_lock);
@@ -101,10 +103,13 @@ ThreadState* current_thread_state() noexcept {
   return state;
 }
 
-void ensure_fork_handlers() noexcept {
+std::atomic<bool> g_fork_handlers_ready{false};
+
+void install_fork_handlers() noexcept {
   // Not from a pool's constructor: pthread_atfork may allocate, and under a
   // malloc replacement that would re-enter the pool being built.
   pthread_once(&g_fork_once, register_fork_handlers);
+  g_fork_handlers_ready.store(true, std::memory_order_release);
 }
 
 bool registry_add(Engine* engine, uint32_t* slot, uint64_t* generation) noexcept {

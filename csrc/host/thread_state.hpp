@@ -11,6 +11,7 @@
 // before fork and release them in both processes after.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "host/lock.hpp"
@@ -30,6 +31,7 @@ struct HeapRef {
 struct ThreadState {
   HeapRef heaps[kMaxEngines];
   ThreadState* next_free;
+  uint32_t seed;  // numbers threads in the order their states were made (large-block shard)
 };
 
 extern ThreadState g_empty_thread;
@@ -49,8 +51,14 @@ struct InternalScope {
 ThreadState* current_thread_state() noexcept;
 
 // Installs the pthread_atfork handlers once; called from allocation slow
-// paths, never while a pool is being constructed.
-void ensure_fork_handlers() noexcept;
+// paths, never while a pool is being constructed. Inline flag first: the
+// slow paths of large blocks call it every time, and pthread_once is a call
+// into libc's code (another page to fault into the TLB).
+extern std::atomic<bool> g_fork_handlers_ready;
+void install_fork_handlers() noexcept;
+inline void ensure_fork_handlers() noexcept {
+  if (!g_fork_handlers_ready.load(std::memory_order_acquire)) install_fork_handlers();
+}
 
 // Registers a pool: its slot (>= 1) and generation. Returns false when every
 // slot is taken.

@@ -1,0 +1,108 @@
+// unipool host: large blocks of concurrent threads come from separate arenas
+// (each with its own lock), frees cross them freely, and the threads' live
+// counts, kept in per-heap tallies, stay exact in stats() and validate().
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <thread>
+#include <vector>
+
+#include "host_test_util.hpp"
+
+namespace unipool::test {
+namespace {
+
+constexpr uint64_t kReserve = uint64_t{1} << 30;  // kTestConf's reserve=1GiB
+constexpr size_t kLarge = 100000;                 // above middle_max, below huge_threshold
+
+// `threads` threads each allocate one large block at once and hand it back;
+// returns the blocks and the pool's reserved bytes while all were live.
+std::vector<void*> allocate_together(HostPool& pool, int threads, uint64_t* reserved) {
+  std::vector<void*> blocks(static_cast<size_t>(threads), nullptr);
+  std::barrier sync(threads + 1);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      blocks[static_cast<size_t>(t)] = pool.allocate(kLarge);
+      fill(blocks[static_cast<size_t>(t)], kLarge, static_cast<uint8_t>(t));
+      sync.arrive_and_wait();  // all live
+      sync.arrive_and_wait();  // counted
+    });
+  }
+  sync.arrive_and_wait();
+  *reserved = pool.stats().reserved_bytes;
+  sync.arrive_and_wait();
+  for (std::thread& w : workers) w.join();
+  return blocks;
+}
+
+TEST(HostLargeShards, ConcurrentThreadsTakeLargeBlocksFromSeparateArenas) {
+  HostPool pool(kTestConf);
+  uint64_t reserved = 0;
+  // Threads are spread over 8 shards by the order they started: of three
+  // consecutive threads at least two have shards of their own.
+  std::vector<void*> blocks = allocate_together(pool, 3, &reserved);
+  EXPECT_GE(reserved, 2 * kReserve);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    ASSERT_NE(blocks[i], nullptr);
+    EXPECT_TRUE(intact(blocks[i], kLarge, static_cast<uint8_t>(i)));
+  }
+  HostPoolStats st = pool.stats();
+  EXPECT_EQ(st.large_blocks, 3u);
+  EXPECT_EQ(st.requested_bytes, 3 * kLarge);
+  EXPECT_VALID(pool);
+  // Freed by another thread than the one that allocated: each goes back to its own arena.
+  for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::ok);
+  st = pool.stats();
+  EXPECT_EQ(st.large_blocks, 0u);
+  EXPECT_EQ(st.requested_bytes, 0u);
+  EXPECT_EQ(st.allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+  for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::not_live);  // double frees still caught
+}
+
+TEST(HostLargeShards, WithALimitEveryThreadSharesArenaZero) {
+  // A limit on committed bytes serializes arena growth; shards would only add arenas.
+  HostPool pool(conf("limit=256MiB"));
+  uint64_t reserved = 0;
+  std::vector<void*> blocks = allocate_together(pool, 3, &reserved);
+  EXPECT_EQ(reserved, kReserve);
+  for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::ok);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostLargeShards, CountsAreExactWhileAThreadHoldsUnfoldedBlocks) {
+  HostPool pool(kTestConf);
+  std::barrier sync(2);
+  std::vector<void*> held;
+  std::thread worker([&] {
+    // A small block first: the thread gets its heap, which keeps the tally.
+    ASSERT_EQ(pool.free(pool.allocate(64)), Status::ok);
+    // Three blocks (300 KB) stay below the 4 MiB a heap folds at.
+    for (int i = 0; i < 3; ++i) held.push_back(pool.allocate(kLarge + static_cast<size_t>(i)));
+    sync.arrive_and_wait();  // counted by the main thread
+    sync.arrive_and_wait();
+    for (void* p : held) EXPECT_EQ(pool.free(p), Status::ok);
+  });
+  sync.arrive_and_wait();
+  HostPoolStats st = pool.stats();
+  EXPECT_EQ(st.large_blocks, 3u);
+  EXPECT_EQ(st.requested_bytes, 3 * kLarge + 3);
+  EXPECT_GE(st.allocated_bytes, st.requested_bytes);
+  EXPECT_LT(st.allocated_bytes, st.requested_bytes + 3 * 128);  // exact extents, 64-byte header each
+  // The growth was folded as it raised the peaks.
+  EXPECT_GE(st.peak_requested_bytes, 3 * kLarge + 3);
+  EXPECT_VALID(pool);
+  sync.arrive_and_wait();
+  worker.join();
+  st = pool.stats();
+  EXPECT_EQ(st.large_blocks, 0u);
+  EXPECT_EQ(st.requested_bytes, 0u);
+  EXPECT_GE(st.peak_requested_bytes, 3 * kLarge + 3);
+  EXPECT_EQ(st.allocated_bytes + st.deferred_bytes + st.cached_bytes + st.overhead_bytes + st.arena_free_bytes,
+            st.committed_bytes);
+  EXPECT_VALID(pool);
+}
+
+}  // namespace
+}  // namespace unipool::test
