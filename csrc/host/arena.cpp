@@ -74,11 +74,11 @@ void Arena::destroy(const ArenaSettings& settings) noexcept {
   slots_ = nullptr;
   chunks_ = nullptr;
   meta_ = nullptr;
-  meta_bytes_ = committed_end_ = committed_bytes_ = pinned_bytes_ = trim_floor_ = 0;
+  meta_bytes_ = committed_end_ = committed_bytes_ = pinned_bytes_ = trim_floor_ = handed_high_ = 0;
 }
 
 Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, const ArenaSettings& settings,
-                       RangeAllocation* out, ArenaDelta* delta, Message* why, bool* full) noexcept {
+                       RangeAllocation* out, ArenaDelta* delta, Message* why, bool* full, bool* fresh) noexcept {
   *full = false;
   InternalScope internal;  // node vectors may grow
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -89,7 +89,10 @@ Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, con
       return Status::out_of_space;
     }
     if (r) {
-      recommit(r.offset, ranges_->allocation_size(r.offset, r.handle), settings, delta);
+      const uint64_t extent = ranges_->allocation_size(r.offset, r.handle);
+      recommit(r.offset, extent, settings, delta);
+      *fresh = r.offset >= handed_high_;
+      if (r.offset + extent > handed_high_) handed_high_ = r.offset + extent;
       *out = r;
       return Status::ok;
     }

@@ -64,9 +64,11 @@ class alignas(64) Arena {
   void destroy(const ArenaSettings& settings) noexcept;
 
   // [offset, offset + extent) with offset aligned to max(alignment, 64).
-  // Commits (and pins) more when needed, at most `headroom` bytes.
+  // Commits (and pins) more when needed, at most `headroom` bytes. *fresh:
+  // no byte of the range was handed out since it was committed, so it reads
+  // zero (calloc need not clear it).
   Status allocate(uint64_t size, uint64_t alignment, uint64_t headroom, const ArenaSettings& settings,
-                  RangeAllocation* out, ArenaDelta* delta, Message* why, bool* full) noexcept;
+                  RangeAllocation* out, ArenaDelta* delta, Message* why, bool* full, bool* fresh) noexcept;
   Status free(uint64_t offset, uint64_t handle) noexcept;
   // Decommits whole free chunks until at most `retain` free bytes stay
   // committed. Pageable arenas only.
@@ -128,6 +130,9 @@ class alignas(64) Arena {
   uint64_t committed_bytes_ = 0;
   uint64_t pinned_bytes_ = 0;
   uint64_t trim_floor_ = 0;
+  // End of the highest range ever handed out: committed memory above it was
+  // never written (commit maps zero pages; first touch writes zeros).
+  uint64_t handed_high_ = 0;
 };
 
 }  // namespace unipool::host

@@ -3,6 +3,8 @@
 
 #include <time.h>
 
+#include <cstring>
+
 #include <stdexcept>
 #include <string>
 
@@ -155,7 +157,8 @@ Status Engine::check_block(Page* page, const void* p) const noexcept {
 
 // ---- dispatch ----------------------------------------------------------------------
 
-void* Engine::allocate_slow(size_t size, size_t alignment) noexcept {
+void* Engine::allocate_slow(size_t size, size_t alignment, bool* fresh) noexcept {
+  if (fresh != nullptr) *fresh = false;
   if (size == 0) {
     fail(Status::zero_size, "unipool host pool: allocation of 0 bytes");
     return nullptr;
@@ -171,7 +174,7 @@ void* Engine::allocate_slow(size_t size, size_t alignment) noexcept {
     return nullptr;
   }
   ensure_fork_handlers();
-  if (t_internal != 0) return allocate_huge(size, alignment, true);
+  if (t_internal != 0) return allocate_huge(size, alignment, true, fresh);
   maybe_collect_deferred();
   if (size <= middle_max_ && alignment <= kMaxClassAlignment) {
     const uint32_t cls = alignment != 0 ? aligned_class(size, alignment) : class_of(size);
@@ -187,8 +190,18 @@ void* Engine::allocate_slow(size_t size, size_t alignment) noexcept {
       return shared_alloc(cls);
     }
   }
-  if (size > huge_threshold_) return allocate_huge(size, alignment, false);
-  return allocate_large(size, alignment);
+  if (size > huge_threshold_) return allocate_huge(size, alignment, false, fresh);
+  return allocate_large(size, alignment, fresh);
+}
+
+void* Engine::allocate_zeroed(size_t size) noexcept {
+  bool fresh = false;
+  // Small and middle blocks come from free lists: always cleared. A large or
+  // huge block new from the OS reads zero: clearing it would only fault in
+  // every page (a big calloc the program then touches sparsely).
+  void* p = size - 1 < middle_max_ ? allocate(size) : allocate_slow(size, 0, &fresh);
+  if (p != nullptr && !fresh) std::memset(p, 0, size);
+  return p;
 }
 
 Status Engine::free_slow(void* p) noexcept {

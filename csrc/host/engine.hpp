@@ -84,6 +84,7 @@ struct ArenaGrant {
   uint32_t index = 0;   // arena
   uint64_t extent = 0;  // bytes the range occupies
   bool pinned = false;  // every chunk under it is pinned
+  bool fresh = false;   // never handed out since committed: reads zero
 };
 
 // The shared list of one size class: pages owned by no thread.
@@ -115,7 +116,11 @@ class Engine {
   inline Status free(void* p) noexcept;
 
   // ---- slow paths and the rest ----
-  void* allocate_slow(size_t size, size_t alignment) noexcept;
+  // *fresh (if given): the block is new memory from the OS, never handed out
+  // since, so it reads zero.
+  void* allocate_slow(size_t size, size_t alignment, bool* fresh = nullptr) noexcept;
+  // A block of `size` zero bytes (calloc): cleared unless fresh.
+  void* allocate_zeroed(size_t size) noexcept;
   Status free_slow(void* p) noexcept;
   Status free_after(void* p, FenceSource& source, FenceId fence) noexcept;
   size_t collect_deferred() noexcept;
@@ -176,7 +181,7 @@ class Engine {
   Block* pop_block(Page* page) noexcept;
 
   // ---- large (engine_large.cpp) ----
-  void* allocate_large(size_t size, size_t alignment) noexcept;
+  void* allocate_large(size_t size, size_t alignment, bool* fresh) noexcept;
   Status free_large(uint32_t arena_index, void* p) noexcept;
   LargeHeader* large_header(Arena* arena, const void* p) const noexcept;  // its arena's lock held
   // The same checks but the range allocator's (no lock): for usable_size().
@@ -201,7 +206,7 @@ class Engine {
   uint64_t headroom() const noexcept;
 
   // ---- huge (engine_huge.cpp) ----
-  void* allocate_huge(size_t size, size_t alignment, bool internal) noexcept;
+  void* allocate_huge(size_t size, size_t alignment, bool internal, bool* fresh = nullptr) noexcept;
   Status free_huge(void* p) noexcept;
   void unmap_huge(char* base, uint64_t bytes, bool pinned) noexcept;
   void drop_huge_cache() noexcept;

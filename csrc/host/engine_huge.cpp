@@ -22,7 +22,7 @@ void Engine::unmap_huge(char* base, uint64_t bytes, bool pinned) noexcept {
   if (pinned) pinned_.add(-static_cast<int64_t>(bytes));
 }
 
-void* Engine::allocate_huge(size_t size, size_t alignment, bool internal) noexcept {
+void* Engine::allocate_huge(size_t size, size_t alignment, bool internal, bool* fresh) noexcept {
   const uint64_t granule = config_.huge_pages == HostHugePages::hugetlb && !internal ? kHugeTlbPage
                                                                                     : backend::os::page_size();
   const uint64_t bytes = round_up(size, granule);
@@ -30,6 +30,7 @@ void* Engine::allocate_huge(size_t size, size_t alignment, bool internal) noexce
   if (!internal) ensure_pinner();
   char* base = nullptr;
   uint64_t map_bytes = 0;
+  bool from_cache = false;  // a cached mapping holds what its last user wrote
   bool pinned = false;
   bool pin_failed = false;
   if (!internal) {
@@ -52,6 +53,7 @@ void* Engine::allocate_huge(size_t size, size_t alignment, bool internal) noexce
       for (uint32_t i = best + 1; i < huge_cache_count_; ++i) huge_cache_[i - 1] = huge_cache_[i];
       --huge_cache_count_;
       huge_hits_.fetch_add(1, std::memory_order_relaxed);
+      from_cache = true;
     }
   }
   if (base == nullptr) {
@@ -121,6 +123,7 @@ void* Engine::allocate_huge(size_t size, size_t alignment, bool internal) noexce
       huge_count_.fetch_add(1, std::memory_order_relaxed);
       requested_.add(static_cast<int64_t>(size));
       allocated_.add(static_cast<int64_t>(map_bytes));
+      if (fresh != nullptr) *fresh = !from_cache;
       return base;
     }
   }

@@ -98,7 +98,8 @@ Status Engine::try_arena(uint32_t i, uint64_t size, uint64_t alignment, ArenaGra
   m.lock();
   Arena& arena = arenas_[i];
   ArenaDelta delta;
-  const Status s = arena.allocate(size, alignment, headroom(), arena_settings_, &out->range, &delta, why, full);
+  const Status s =
+      arena.allocate(size, alignment, headroom(), arena_settings_, &out->range, &delta, why, full, &out->fresh);
   if (s == Status::ok) {
     out->index = i;
     out->extent = arena.ranges().allocation_size(out->range.offset, out->range.handle);
@@ -221,7 +222,7 @@ Engine::LargeSums Engine::count_large_tallies() const noexcept {
 
 // ---- blocks ------------------------------------------------------------------------------
 
-void* Engine::allocate_large(size_t size, size_t alignment) noexcept {
+void* Engine::allocate_large(size_t size, size_t alignment, bool* fresh) noexcept {
   const uint64_t pad = alignment > kLargeHeader ? alignment : kLargeHeader;
   // Threads spread their large blocks over the shards' arenas by the order
   // they started (the first thread, and every shards_-th after it, on arena
@@ -250,6 +251,7 @@ void* Engine::allocate_large(size_t size, size_t alignment) noexcept {
   h->pinned = g.pinned ? 1 : 0;
   __atomic_store_n(&h->magic, kLargeLive ^ reinterpret_cast<uintptr_t>(user) ^ secret_, __ATOMIC_RELEASE);
   account_large(1, static_cast<int64_t>(size), static_cast<int64_t>(g.extent));
+  if (fresh != nullptr) *fresh = g.fresh;
   return user;
 }
 

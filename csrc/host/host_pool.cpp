@@ -47,6 +47,7 @@ HostPool::~HostPool() {
 
 void* HostPool::allocate(size_t size) noexcept { return engine_->allocate(size); }
 void* HostPool::allocate(size_t size, size_t alignment) noexcept { return engine_->allocate_aligned(size, alignment); }
+void* HostPool::allocate_zeroed(size_t size) noexcept { return engine_->allocate_zeroed(size); }
 Status HostPool::free(void* p) noexcept { return engine_->free(p); }
 Status HostPool::free_after(void* p, FenceSource& source, FenceId fence) noexcept {
   return engine_->free_after(p, source, fence);

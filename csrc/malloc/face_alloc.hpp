@@ -40,6 +40,20 @@ inline void* allocate_aligned(size_t alignment, size_t size) noexcept {
   return block;
 }
 
+// calloc: the pool clears only memory that may hold old data.
+inline void* allocate_zeroed(size_t size) noexcept {
+  if (size == 0) size = 1;
+  HostPool* p = pool();
+  void* block = nullptr;
+  if (p != nullptr) {
+    block = p->allocate_zeroed(size);
+  } else if ((block = BootstrapArena::allocate(size, kNaturalAlignment)) != nullptr) {
+    std::memset(block, 0, size);
+  }
+  if (block == nullptr) errno = ENOMEM;
+  return block;
+}
+
 [[noreturn]] void report_bad_free(const char* call, void* block) noexcept;
 
 inline void release(void* block, const char* call) noexcept {

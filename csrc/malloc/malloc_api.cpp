@@ -43,9 +43,7 @@ UNIPOOL_EXPORT void* calloc(size_t count, size_t size) noexcept {
     errno = ENOMEM;
     return nullptr;
   }
-  void* block = mf::allocate(bytes);
-  if (block != nullptr) std::memset(block, 0, bytes);
-  return block;
+  return mf::allocate_zeroed(bytes);
 }
 
 UNIPOOL_EXPORT void* realloc(void* block, size_t size) noexcept { return mf::reallocate(block, size); }

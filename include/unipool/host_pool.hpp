@@ -70,6 +70,10 @@ class HostPool {
   // out_of_space: limit reached, mmap failed, or pinning failed with pinned=on).
   void* allocate(size_t size) noexcept;
   void* allocate(size_t size, size_t alignment) noexcept;
+  // A block of `size` zero bytes (calloc). Blocks above middle_max that are
+  // new from the OS are not cleared (they read zero), so their pages are not
+  // faulted in until used.
+  void* allocate_zeroed(size_t size) noexcept;
 
   // Frees a block. nullptr is a no-op. A pointer the pool did not give out, a
   // double free or an interior pointer returns Status::not_live and changes

@@ -1,6 +1,7 @@
 // tests/malloc: what every allocation function promises, checked in a
 // program that must pass with glibc and under LD_PRELOAD of the face alike.
 #include <malloc.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,6 +60,27 @@ void calloc_zeroes() {
     auto* p = static_cast<unsigned char*>(g_calloc(1, size));
     MALLOC_CHECK(p != nullptr);
     for (size_t i = 0; i < size; ++i) MALLOC_CHECK(p[i] == 0);
+    std::free(p);
+  }
+}
+
+uint64_t minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<uint64_t>(u.ru_minflt);
+}
+
+void calloc_of_fresh_memory_faults_no_page() {
+  // Memory new from the OS reads zero: clearing it would fault in all of it
+  // (glibc and the face both map these sizes fresh). Then every byte is zero.
+  for (size_t size : {size_t{48} << 20, size_t{96} << 20}) {
+    const uint64_t before = minor_faults();
+    auto* p = static_cast<unsigned char*>(g_calloc(1, size));
+    const uint64_t faults = minor_faults() - before;
+    MALLOC_CHECK(p != nullptr);
+    MALLOC_CHECK(faults < size / 4096 / 8);  // clearing would fault every page
+    for (size_t i = 0; i < size; i += 512) MALLOC_CHECK(p[i] == 0);
+    MALLOC_CHECK(p[size - 1] == 0);
     std::free(p);
   }
 }
@@ -159,6 +181,7 @@ int main() {
   zero_size();
   failures();
   calloc_zeroes();
+  calloc_of_fresh_memory_faults_no_page();
   realloc_keeps_data();
   alignments();
   usable_sizes();
