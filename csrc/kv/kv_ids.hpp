@@ -78,8 +78,11 @@ template <class Id>
 bool is_run(const Id* ids, size_t n) noexcept {
   const uint64_t first = static_cast<uint64_t>(ids[0]);
   if (static_cast<uint64_t>(ids[n - 1]) - first != n - 1) return false;
+  // From i = 0 (a zero term), so the vector loads line up with the vector
+  // stores that wrote the ids when alloc just did: a load straddling two
+  // stores cannot be forwarded from them and waits for both to retire.
   uint64_t differs = 0;
-  for (size_t i = 1; i < n; ++i) differs |= static_cast<uint64_t>(ids[i]) - first - i;
+  for (size_t i = 0; i < n; ++i) differs |= static_cast<uint64_t>(ids[i]) - first - i;
   return differs == 0;
 }
 

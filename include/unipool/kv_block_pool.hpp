@@ -13,9 +13,10 @@
 // Free and live blocks are two bitmaps (one bit per block) with summary
 // levels over the free one, so alloc finds the lowest free block in O(1) and
 // takes a whole word of 64 free blocks at once (writing consecutive ids),
-// and free proves every id live a word at a time (one check for a run of
-// consecutive ids). A double free, an out-of-range id and an id repeated
-// within one batch are refused; a refused batch changes nothing.
+// and free proves a run of consecutive ids, or an ascending batch, live a
+// word at a time (any other order id by id). A double free, an out-of-range
+// id and an id repeated within one batch are refused; a refused batch
+// changes nothing.
 //
 // Reuse order: lowest free id first. The live blocks stay packed at the low
 // end of the arena (fewer pages and TLB entries touched, long free runs
