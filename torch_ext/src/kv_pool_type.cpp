@@ -13,23 +13,24 @@ namespace {
 struct KVCore {
   PyObject_HEAD
   std::shared_ptr<KVBlockPool>* pool;  // heap-held so the struct stays plain C
+  KVBlockPool* raw;                    // pool->get(), one load on the hot path
 };
 
 PyObject* g_exhausted = nullptr;
 PyObject* g_double_free = nullptr;
 
 KVBlockPool* pool_or_raise(PyObject* self) {
-  auto* core = reinterpret_cast<KVCore*>(self);
-  if (core->pool == nullptr || !*core->pool) {
-    PyErr_SetString(PyExc_RuntimeError, "KVBlockPool is not initialised");
-    return nullptr;
-  }
-  return core->pool->get();
+  KVBlockPool* pool = reinterpret_cast<KVCore*>(self)->raw;
+  if (pool == nullptr) PyErr_SetString(PyExc_RuntimeError, "KVBlockPool is not initialised");
+  return pool;
 }
 
 PyObject* core_new(PyTypeObject* type, PyObject*, PyObject*) {
   auto* self = reinterpret_cast<KVCore*>(type->tp_alloc(type, 0));
-  if (self) self->pool = nullptr;
+  if (self) {
+    self->pool = nullptr;
+    self->raw = nullptr;
+  }
   return reinterpret_cast<PyObject*>(self);
 }
 
@@ -62,53 +63,96 @@ PyObject* core_init(PyObject* self, PyObject* args) {
   }
   auto* core = reinterpret_cast<KVCore*>(self);
   delete core->pool;
+  core->raw = pool.get();
   core->pool = new std::shared_ptr<KVBlockPool>(std::move(pool));
   Py_RETURN_NONE;
 }
 
-// Writes ids into a 1-D CPU int64/int32 tensor `out` (numel >= n).
-template <class Id>
-Status alloc_into(KVBlockPool* pool, size_t n, const at::Tensor& out) {
-  return pool->alloc(n, out.data_ptr<Id>());
+// The ids of a contiguous 1-D CPU int64/int32 tensor, read or written in
+// place. Checked field by field on the TensorImpl (each an inline load), not
+// through at::Tensor's accessors, which check the same things again.
+struct IdTensor {
+  void* data = nullptr;
+  int64_t n = 0;
+  bool is64 = false;
+};
+
+// True and `ids` set if `obj` is such a tensor; false (no error set) if not.
+// `write`: the ids will be written (a copy-on-write tensor gets its own copy
+// first); otherwise only read.
+bool id_tensor(PyObject* obj, IdTensor& ids, bool write) {
+  if (!THPVariable_Check(obj)) return false;
+  c10::TensorImpl* t = THPVariable_Unpack(obj).unsafeGetTensorImpl();
+  const auto dtype = c10::typeMetaToScalarType(t->dtype());
+  // Layout first: is_contiguous() throws for a sparse tensor.
+  if (t->device_type() != c10::DeviceType::CPU || t->layout() != c10::kStrided || t->dim() != 1 ||
+      (dtype != at::kLong && dtype != at::kInt) || !t->is_contiguous() || !t->has_storage()) {
+    return false;
+  }
+  ids.n = t->numel();
+  ids.is64 = dtype == at::kLong;
+  ids.data = ids.n == 0 ? nullptr : write ? t->mutable_data() : const_cast<void*>(t->data());
+  return true;
+}
+
+constexpr const char* kOutRule = "out must be a contiguous 1-D int64 or int32 CPU tensor of at least n elements";
+
+// Parses (n, out=None) from args[first...] and kwnames; -1 on error (raised).
+long long parse_n_out(const char* signature, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                      Py_ssize_t first, PyObject*& out) {
+  out = nullptr;
+  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nargs < first + 1 || nargs + nkw > first + 2) {
+    PyErr_Format(PyExc_TypeError, "%s", signature);
+    return -1;
+  }
+  if (nargs == first + 2) out = args[first + 1];
+  if (nkw == 1) {
+    if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "out") != 0) {
+      PyErr_Format(PyExc_TypeError, "%s: unexpected keyword", signature);
+      return -1;
+    }
+    out = args[nargs];
+  }
+  const long long n = PyLong_AsLongLong(args[first]);
+  if (n == -1 && PyErr_Occurred()) return -1;
+  if (n < 0) {
+    PyErr_Format(PyExc_ValueError, "%s: n must be >= 0", signature);
+    return -1;
+  }
+  if (out == Py_None) out = nullptr;
+  return n;
+}
+
+// The ids written into a new list (alloc without `out`).
+PyObject* list_of(const std::vector<int64_t>& ids) {
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(ids.size()));
+  if (!list) return nullptr;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    PyObject* item = PyLong_FromLongLong(ids[i]);
+    if (!item) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), item);
+  }
+  return list;
 }
 
 PyObject* core_alloc(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   KVBlockPool* pool = pool_or_raise(self);
   if (!pool) return nullptr;
   PyObject* out = nullptr;
-  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  if (nargs + nkw < 1 || nargs + nkw > 2 || nargs < 1) {
-    PyErr_SetString(PyExc_TypeError, "alloc(n, out=None)");
-    return nullptr;
-  }
-  if (nargs == 2) out = args[1];
-  if (nkw == 1) {
-    if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "out") != 0) {
-      PyErr_SetString(PyExc_TypeError, "alloc(n, out=None): unexpected keyword");
+  const long long n = parse_n_out("alloc(n, out=None)", args, nargs, kwnames, 0, out);
+  if (n < 0) return nullptr;
+  Status s;
+  if (out) {
+    IdTensor t;
+    if (!id_tensor(out, t, /*write=*/true) || t.n < n) {
+      PyErr_Format(PyExc_TypeError, "alloc(n, out): %s", kOutRule);
       return nullptr;
     }
-    out = args[nargs];
-  }
-  const long long n = PyLong_AsLongLong(args[0]);
-  if (n == -1 && PyErr_Occurred()) return nullptr;
-  if (n < 0) {
-    PyErr_SetString(PyExc_ValueError, "alloc(n): n must be >= 0");
-    return nullptr;
-  }
-  if (out != nullptr && out != Py_None) {
-    if (!THPVariable_Check(out)) {
-      PyErr_SetString(PyExc_TypeError, "alloc(n, out): out must be a 1-D int64 or int32 CPU tensor");
-      return nullptr;
-    }
-    const at::Tensor& t = THPVariable_Unpack(out);
-    const auto dtype = t.scalar_type();
-    if (!t.device().is_cpu() || t.dim() != 1 || !t.is_contiguous() ||
-        (dtype != at::kLong && dtype != at::kInt) || t.numel() < n) {
-      PyErr_SetString(PyExc_TypeError,
-                      "alloc(n, out): out must be a contiguous 1-D int64 or int32 CPU tensor of at least n elements");
-      return nullptr;
-    }
-    const Status s = dtype == at::kLong ? alloc_into<int64_t>(pool, n, t) : alloc_into<int32_t>(pool, n, t);
+    s = t.is64 ? pool->alloc(n, static_cast<int64_t*>(t.data)) : pool->alloc(n, static_cast<int32_t*>(t.data));
     if (s != Status::ok) {
       raise_kv_error(s);
       return nullptr;
@@ -117,17 +161,13 @@ PyObject* core_alloc(PyObject* self, PyObject* const* args, Py_ssize_t nargs, Py
     return out;
   }
   std::vector<int64_t> ids(static_cast<size_t>(n));
-  const Status s = pool->alloc(ids.size(), ids.data());
+  s = pool->alloc(ids.size(), ids.data());
   if (s != Status::ok) {
     raise_kv_error(s);
     return nullptr;
   }
-  PyObject* list = PyList_New(n);
-  if (!list) {
-    pool->free(ids.data(), ids.size());
-    return nullptr;
-  }
-  for (Py_ssize_t i = 0; i < n; ++i) PyList_SET_ITEM(list, i, PyLong_FromLongLong(ids[i]));
+  PyObject* list = list_of(ids);
+  if (!list) pool->free(ids.data(), ids.size());
   return list;
 }
 
@@ -135,27 +175,74 @@ PyObject* core_free(PyObject* self, PyObject* ids) {
   KVBlockPool* pool = pool_or_raise(self);
   if (!pool) return nullptr;
   Status s;
-  if (THPVariable_Check(ids)) {
-    const at::Tensor& t = THPVariable_Unpack(ids);
-    const auto dtype = t.scalar_type();
-    if (t.device().is_cpu() && t.dim() == 1 && t.is_contiguous() && (dtype == at::kLong || dtype == at::kInt)) {
-      s = dtype == at::kLong ? pool->free(t.data_ptr<int64_t>(), t.numel())
-                             : pool->free(t.data_ptr<int32_t>(), t.numel());
-      if (s != Status::ok) {
-        raise_kv_error(s);
-        return nullptr;
-      }
-      Py_RETURN_NONE;
-    }
+  IdTensor t;
+  if (id_tensor(ids, t, /*write=*/false)) {
+    s = t.is64 ? pool->free(static_cast<const int64_t*>(t.data), t.n)
+               : pool->free(static_cast<const int32_t*>(t.data), t.n);
+  } else {
+    std::vector<int64_t> v;
+    if (!read_ids(ids, v)) return nullptr;
+    s = pool->free(v.data(), v.size());
   }
-  std::vector<int64_t> v;
-  if (!read_ids(ids, v)) return nullptr;
-  s = pool->free(v.data(), v.size());
   if (s != Status::ok) {
     raise_kv_error(s);
     return nullptr;
   }
   Py_RETURN_NONE;
+}
+
+// free_and_alloc with the free ids at `f` (FreeId) and the new ones to `o`.
+template <class FreeId>
+Status free_then_alloc(KVBlockPool* pool, const FreeId* f, size_t nf, size_t n, void* o, bool out64) {
+  return out64 ? pool->free_and_alloc(f, nf, n, static_cast<int64_t*>(o))
+               : pool->free_and_alloc(f, nf, n, static_cast<int32_t*>(o));
+}
+
+// free_and_alloc(ids, n, out=None): frees `ids`, then allocates n blocks,
+// under one lock; refused as a whole (see KVBlockPool::free_and_alloc).
+PyObject* core_free_and_alloc(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  KVBlockPool* pool = pool_or_raise(self);
+  if (!pool) return nullptr;
+  PyObject* out = nullptr;
+  const char* signature = "free_and_alloc(ids, n, out=None)";
+  if (nargs < 1) {
+    PyErr_Format(PyExc_TypeError, "%s", signature);
+    return nullptr;
+  }
+  const long long n = parse_n_out(signature, args, nargs, kwnames, 1, out);
+  if (n < 0) return nullptr;
+  IdTensor o;
+  std::vector<int64_t> listed;
+  if (out) {
+    if (!id_tensor(out, o, /*write=*/true) || o.n < n) {
+      PyErr_Format(PyExc_TypeError, "free_and_alloc(ids, n, out): %s", kOutRule);
+      return nullptr;
+    }
+  } else {
+    listed.resize(static_cast<size_t>(n));
+    o = {listed.data(), n, true};
+  }
+  IdTensor f;
+  std::vector<int64_t> v;
+  Status s;
+  if (id_tensor(args[0], f, /*write=*/false)) {
+    s = f.is64 ? free_then_alloc(pool, static_cast<const int64_t*>(f.data), f.n, n, o.data, o.is64)
+               : free_then_alloc(pool, static_cast<const int32_t*>(f.data), f.n, n, o.data, o.is64);
+  } else {
+    if (!read_ids(args[0], v)) return nullptr;
+    s = free_then_alloc(pool, v.data(), v.size(), n, o.data, o.is64);
+  }
+  if (s != Status::ok) {
+    raise_kv_error(s);
+    return nullptr;
+  }
+  if (out) {
+    Py_INCREF(out);
+    return out;
+  }
+  PyObject* list = list_of(listed);
+  if (!list) pool->free(listed.data(), listed.size());
+  return list;
 }
 
 PyObject* core_noop(PyObject*, PyObject*) { Py_RETURN_NONE; }
@@ -232,6 +319,10 @@ PyMethodDef g_methods[] = {
     {"alloc", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(core_alloc)), METH_FASTCALL | METH_KEYWORDS,
      "alloc(n, out=None) -> block ids: a list, or `out` (a 1-D int64/int32 CPU tensor) filled with them"},
     {"free", core_free, METH_O, "free(ids): return blocks (tensor, list or tuple of ids); a double free raises"},
+    {"free_and_alloc", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(core_free_and_alloc)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "free_and_alloc(ids, n, out=None): free ids, then allocate n blocks (a list, or into `out`, which may be "
+     "`ids` itself), in one call; refused as a whole"},
     {"collect_deferred", core_collect, METH_NOARGS, "free the deferred blocks whose fences completed"},
     {"stats", core_stats, METH_NOARGS, "counters of the pool"},
     {"validate", core_validate, METH_NOARGS, "check every invariant (raises AssertionError)"},

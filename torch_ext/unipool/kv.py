@@ -20,11 +20,13 @@ class KVBlockPool(_C._KVCore):
     False keeps the arena pageable. numa_node binds the arena to a node.
 
     alloc(n[, out]) -> ids (a list, or `out`, a 1-D int64/int32 tensor, filled)
-    free(ids); free_after(ids, stream); view(id) / view(ids); blocks (the whole
-    arena as one tensor); copy_to_device / copy_from_device; stats(); validate().
+    free(ids); free_and_alloc(ids, n[, out]) (free, then allocate, one call;
+    `out` may be `ids`); free_after(ids, stream); view(id) / view(ids); blocks
+    (the whole arena as one tensor); copy_to_device / copy_from_device;
+    stats(); validate(). Ids are handed out lowest free first.
     Exhaustion raises KVPoolExhaustedError (a MemoryError); a double free,
     an id out of range or repeated in a batch raise KVDoubleFreeError (a
-    ValueError) and free nothing.
+    ValueError) and free nothing; a refused free_and_alloc frees nothing.
     """
 
     def __init__(self, block_bytes: Optional[int] = None, num_blocks: Optional[int] = None, *,
