@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kv/kv_simd.hpp"
 #include "kv/kv_state.hpp"
 
 namespace unipool::kv {
@@ -54,7 +55,7 @@ void take_lowest(State& s, size_t n, Id* out) noexcept {
     uint64_t taken = bits;
     size_t count = 64;
     if (bits == KVIdBitmap::kAll && n >= 64) {
-      for (uint64_t k = 0; k < 64; ++k) out[k] = static_cast<Id>(base + k);
+      write_run(out, base, 64);
     } else if ((count = count_bits(bits)) <= n) {
       write_set_bits(bits, base, out);
     } else {  // the last word of the batch: only its n lowest free ids
@@ -78,12 +79,10 @@ template <class Id>
 bool is_run(const Id* ids, size_t n) noexcept {
   const uint64_t first = static_cast<uint64_t>(ids[0]);
   if (static_cast<uint64_t>(ids[n - 1]) - first != n - 1) return false;
-  // From i = 0 (a zero term), so the vector loads line up with the vector
-  // stores that wrote the ids when alloc just did: a load straddling two
-  // stores cannot be forwarded from them and waits for both to retire.
-  uint64_t differs = 0;
-  for (size_t i = 0; i < n; ++i) differs |= static_cast<uint64_t>(ids[i]) - first - i;
-  return differs == 0;
+  // From index 0, so the vector loads line up with the vector stores that
+  // wrote the ids when alloc just did: a load straddling two stores cannot
+  // be forwarded from them and waits for both to retire.
+  return all_in_run(ids, first, n);
 }
 
 // The live blocks [first, first + n) leave the live bitmap (and join the free
