@@ -160,6 +160,7 @@ class Engine {
   Heap* heap_for_thread() noexcept;
   void* heap_alloc_slow(Heap* heap, uint32_t cls) noexcept;
   void heap_free_slow(Heap* heap, Page* page) noexcept;
+  void shed_page(Heap* heap, Page* page) noexcept;
   void* shared_alloc(uint32_t cls) noexcept;
   Status free_block(Page* page, Block* block) noexcept;  // after the checks
   void free_remote(Page* page, Block* block) noexcept;

@@ -77,7 +77,9 @@ inline Status Engine::free(void* p) noexcept {
       Heap* heap = page->heap.load(std::memory_order_relaxed);
       HeapClassHot& hot = heap->hot[page->cls];
       bump(hot.frees);
-      if (UNIPOOL_UNLIKELY((used == 0 && page != hot.page) || page->in_full)) heap_free_slow(heap, page);
+      if (UNIPOOL_UNLIKELY((used == 0 && page != hot.page) || page->in_full || used == page->shed_at)) {
+        heap_free_slow(heap, page);
+      }
       return Status::ok;
     }
   }

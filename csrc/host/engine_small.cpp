@@ -127,9 +127,32 @@ void Engine::heap_free_slow(Heap* heap, Page* page) noexcept {
     page->in_full = 0;
     lists.avail.push_back(page);
   }
-  if (page->used.load(std::memory_order_relaxed) == 0 && page != heap->hot[page->cls].page) {
+  const uint32_t used = page->used.load(std::memory_order_relaxed);
+  if (page == heap->hot[page->cls].page) return;
+  if (used == 0) {
     retire_empty_page(heap, page);
+  } else if (used == page->shed_at) {
+    shed_page(heap, page);
   }
+}
+
+// thread_cache=size: a page of which a quarter of the blocks are free goes to the
+// shared lists, where any thread that needs a page of its class adopts it.
+// Threads out of step (one freeing while another allocates) then share free
+// blocks instead of each keeping its own: the pool's footprint follows the
+// threads' live bytes at the same moment, not the sum of each thread's peak.
+// Frees into a shed page take the class lock until someone adopts it.
+void Engine::shed_page(Heap* heap, Page* page) noexcept {
+  const uint32_t cls = page->cls;
+  SharedClass& sc = shared_[cls];
+  LockGuard lock(sc.lock);
+  heap->lists[cls].avail.remove(page);
+  collect_remote(page);
+  page->heap.store(nullptr, std::memory_order_seq_cst);
+  page->owner.store(kOwnerShared, std::memory_order_seq_cst);
+  collect_remote(page);  // pushes that saw the old owner
+  sc.avail.push_back(page);
+  sc.adoptable.fetch_add(1, std::memory_order_relaxed);
 }
 
 // ---- the shared class lists ---------------------------------------------------
@@ -210,7 +233,7 @@ Status Engine::free_block(Page* page, Block* block) noexcept {
     page->used.store(used, std::memory_order_relaxed);
     Heap* heap = page->heap.load(std::memory_order_relaxed);
     bump(heap->hot[page->cls].frees);
-    if (used == 0 || page->in_full) heap_free_slow(heap, page);
+    if (used == 0 || page->in_full || used == page->shed_at) heap_free_slow(heap, page);
   } else {
     free_remote(page, block);
   }

@@ -65,6 +65,9 @@ struct alignas(64) Page {
   uint8_t in_full = 0;                   // on its list's full side
   uint8_t kind = 0;                      // 0 small, 1 middle (the segment's)
   uint8_t index = 0;                     // in its segment
+  // A local free that leaves this many blocks live hands the page to the
+  // shared lists (thread_cache=size: engine_small.cpp); ~0 otherwise.
+  uint32_t shed_at = ~uint32_t{0};
   // ---- line 1: list links and remote frees ---------------------------------
   Page* next = nullptr;
   Page* prev = nullptr;

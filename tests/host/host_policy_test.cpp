@@ -2,6 +2,7 @@
 // (THP, hugetlb fallback, NUMA binding).
 #include <gtest/gtest.h>
 
+#include <barrier>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +32,60 @@ TEST(HostPolicy, SizePolicyKeepsLessThanUnlimited) {
   EXPECT_GT(unlimited, 0u);
   EXPECT_LT(size, unlimited);
   EXPECT_LT(none, unlimited);
+}
+
+// Thread A frees half of its blocks and stays alive; thread B then allocates
+// as many of the same class. Returns the committed bytes B's allocations
+// added. With `size`, A's half-free pages went to the shared lists and B
+// adopts them; the other policies keep them A's, so B takes new pages.
+uint64_t committed_growth_of_second_thread(const char* policy) {
+  HostPool pool(conf(std::string("thread_cache=") + policy));
+  constexpr int kBlocks = 6400;  // 100 pages of 64 blocks of 1 KiB
+  std::vector<void*> a_blocks, b_blocks;
+  std::barrier sync(2);
+  uint64_t committed_before = 0, committed_after = 0;
+  std::thread a([&] {
+    for (int i = 0; i < kBlocks; ++i) {
+      a_blocks.push_back(pool.allocate(1000));
+      fill(a_blocks.back(), 1000, static_cast<uint8_t>(i));
+    }
+    for (int i = 0; i < kBlocks; i += 2) ASSERT_EQ(pool.free(a_blocks[static_cast<size_t>(i)]), Status::ok);
+    sync.arrive_and_wait();  // B runs now
+    sync.arrive_and_wait();
+    for (int i = 1; i < kBlocks; i += 2) {
+      EXPECT_TRUE(intact(a_blocks[static_cast<size_t>(i)], 1000, static_cast<uint8_t>(i)));
+      ASSERT_EQ(pool.free(a_blocks[static_cast<size_t>(i)]), Status::ok);
+    }
+  });
+  std::thread b([&] {
+    sync.arrive_and_wait();
+    committed_before = pool.stats().committed_bytes;
+    for (int i = 0; i < kBlocks / 2; ++i) {
+      b_blocks.push_back(pool.allocate(1000));
+      fill(b_blocks.back(), 1000, static_cast<uint8_t>(i + 7));
+    }
+    committed_after = pool.stats().committed_bytes;
+    sync.arrive_and_wait();
+    for (int i = 0; i < kBlocks / 2; ++i) {
+      EXPECT_TRUE(intact(b_blocks[static_cast<size_t>(i)], 1000, static_cast<uint8_t>(i + 7)));
+      ASSERT_EQ(pool.free(b_blocks[static_cast<size_t>(i)]), Status::ok);
+    }
+  });
+  a.join();
+  b.join();
+  const HostPoolStats st = pool.stats();
+  EXPECT_EQ(st.allocated_bytes, 0u);
+  EXPECT_EQ(st.small_blocks, 0u);
+  std::string why;
+  EXPECT_TRUE(pool.validate(&why)) << why;
+  return committed_after - committed_before;
+}
+
+TEST(HostPolicy, SizePolicyLetsOtherThreadsReusePartlyFreePages) {
+  const uint64_t performance = committed_growth_of_second_thread("performance");
+  const uint64_t size = committed_growth_of_second_thread("size");
+  EXPECT_GE(performance, uint64_t{3} << 20);  // 3,200 blocks of 1 KiB in new pages
+  EXPECT_EQ(size, 0u);                         // in A's shed pages
 }
 
 TEST(HostPolicy, NoneServesEverythingFromTheSharedLists) {
