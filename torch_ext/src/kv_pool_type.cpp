@@ -225,7 +225,10 @@ PyObject* core_free_and_alloc(PyObject* self, PyObject* const* args, Py_ssize_t 
   IdTensor f;
   std::vector<int64_t> v;
   Status s;
-  if (id_tensor(args[0], f, /*write=*/false)) {
+  // free_and_alloc(out, n, out), the in-place step: out was checked above.
+  const bool same = out != nullptr && args[0] == out;
+  if (same) f = o;
+  if (same || id_tensor(args[0], f, /*write=*/false)) {
     s = f.is64 ? free_then_alloc(pool, static_cast<const int64_t*>(f.data), f.n, n, o.data, o.is64)
                : free_then_alloc(pool, static_cast<const int32_t*>(f.data), f.n, n, o.data, o.is64);
   } else {
