@@ -1,13 +1,21 @@
 // unipool device pool: construction and the public DevicePool methods, thin
 // wrappers over DevicePool::Impl (pool_*.cpp).
+#include <atomic>
 #include <string>
 
 #include "device/pool_impl.hpp"
 
 namespace unipool {
 
+namespace {
+std::atomic<uint64_t> g_next_serial{1};
+}  // namespace
+
 DevicePool::Impl::Impl(std::shared_ptr<DeviceBackend> backend_in, int device_in, const DevicePoolConfig& config_in)
-    : backend(std::move(backend_in)), device(device_in), config(config_in) {
+    : serial(g_next_serial.fetch_add(1, std::memory_order_relaxed)),
+      backend(std::move(backend_in)),
+      device(device_in),
+      config(config_in) {
   if (!backend) throw DevicePoolError(Status::bad_argument, "unipool: DevicePool needs a backend");
   const int count = backend->device_count();
   if (device < 0 || device >= count) {
@@ -145,6 +153,9 @@ void DevicePool::set_oom_observer(DeviceOomObserver observer) {
   std::lock_guard lock(impl_->mutex);
   impl_->oom_observer = std::move(o);
 }
+
+DeviceCheckpoint DevicePool::checkpoint() const { return impl_->checkpoint(); }
+DeviceRestoreResult DevicePool::restore(const DeviceCheckpoint& cp) { return impl_->restore(cp); }
 
 bool DevicePool::validate(std::string* why) const { return impl_->validate(why); }
 int DevicePool::device() const noexcept { return impl_->device; }

@@ -29,32 +29,38 @@ Status DevicePool::Impl::deallocate(void* ptr, std::string* why) {
       if (why != nullptr) *why = explain_bad_pointer(address);
       return Status::not_live;
     }
-    live.erase(address);
-    device::Block& b = blocks[id];
-    Arena& a = *arenas[b.arena];
-    device::stat_change(stats.allocation, a.kind, -1);
-    device::stat_change(stats.allocated_bytes, a.kind, -static_cast<int64_t>(b.size));
-
-    const StreamHandle owner = a.owner->stream;
-    auto fence_on = [&](StreamHandle s) {
-      const FenceId f = backend->fences().record(device, s);
-      pending.push(s, f, id);  // kNoFence is retried by poll_pending()
-      ++b.pending;
-    };
-    if (b.stream != owner) fence_on(b.stream);
-    for (const StreamHandle s : b.other_streams) {
-      if (s != owner) fence_on(s);
-    }
-    if (b.pending == 0) {
-      finish_free(id);
-    } else {
-      b.freed = true;
-    }
+    release_block(id, false);
     const uint64_t cached = static_cast<uint64_t>(stats.reserved_bytes[0].current - stats.active_bytes[0].current);
     trim = config.release_threshold != ~uint64_t{0} && cached > config.release_threshold;
   }
   if (trim) release_cached(device::Sync::none);
   return Status::ok;
+}
+
+void DevicePool::Impl::release_block(uint32_t id, bool synchronized) {
+  device::Block& b = blocks[id];
+  live.erase(b.address);
+  Arena& a = *arenas[b.arena];
+  device::stat_change(stats.allocation, a.kind, -1);
+  device::stat_change(stats.allocated_bytes, a.kind, -static_cast<int64_t>(b.size));
+
+  const StreamHandle owner = a.owner->stream;
+  auto fence_on = [&](StreamHandle s) {
+    const FenceId f = backend->fences().record(device, s);
+    pending.push(s, f, id);  // kNoFence is retried by poll_pending()
+    ++b.pending;
+  };
+  if (!synchronized) {
+    if (b.stream != owner) fence_on(b.stream);
+    for (const StreamHandle s : b.other_streams) {
+      if (s != owner) fence_on(s);
+    }
+  }
+  if (b.pending == 0) {
+    finish_free(id);
+  } else {
+    b.freed = true;
+  }
 }
 
 Status DevicePool::Impl::record_stream(void* ptr, StreamHandle stream, std::string* why) {

@@ -148,8 +148,15 @@ void* DevicePool::Impl::grow_expandable(const Request& r, GrowthFailure* why) {
     return nullptr;
   }
   ++a->unpublished;
-  auto give_up = [&] {
+  // Once the lock was let go with this range carved, someone (restore())
+  // may be waiting for unpublished ranges to settle: tell it when it does.
+  bool let_go = false;
+  auto settle = [&] {
     --a->unpublished;
+    if (let_go) transition_done.notify_all();
+  };
+  auto give_up = [&] {
+    settle();
     a->ranges.free(range);
     return nullptr;
   };
@@ -157,6 +164,7 @@ void* DevicePool::Impl::grow_expandable(const Request& r, GrowthFailure* why) {
   for (;;) {
     if (a->range_mapped(range.offset, r.size)) break;
     if (a->transition) {  // another thread maps or unmaps granules: wait for it
+      let_go = true;
       transition_done.wait(lock);
       continue;
     }
@@ -170,6 +178,7 @@ void* DevicePool::Impl::grow_expandable(const Request& r, GrowthFailure* why) {
     }
     a->transition = true;
     inflight += bytes;
+    let_go = true;
     lock.unlock();
     size_t done = 0;
     BackendStatus status;
@@ -198,7 +207,7 @@ void* DevicePool::Impl::grow_expandable(const Request& r, GrowthFailure* why) {
       return give_up();
     }
   }
-  --a->unpublished;
+  settle();
   return publish(*a, range, r.size, r);
 }
 

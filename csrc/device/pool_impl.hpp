@@ -93,6 +93,10 @@ struct DevicePool::Impl {
 
   // ---- pool_free.cpp
   Status deallocate(void* ptr, std::string* why);
+  // Frees live block `id` (lock held): fences on the streams other than its
+  // arena's owner that used it, unless `synchronized` (the caller waited for
+  // them), then back to its arena once they complete.
+  void release_block(uint32_t id, bool synchronized);
   Status record_stream(void* ptr, StreamHandle stream, std::string* why);
   void poll_pending();
   void finish_free(uint32_t block_id);
@@ -126,6 +130,11 @@ struct DevicePool::Impl {
   [[noreturn]] void backend_error(const Request& r, const device::GrowthFailure& why);
   uint64_t largest_free_block() const;  // lock held
 
+  // ---- pool_checkpoint.cpp
+  DeviceCheckpoint checkpoint() const;
+  DeviceRestoreResult restore(const DeviceCheckpoint& cp);
+  void* carve_at(Arena& a, const DeviceCheckpointBlock& b);  // lock held
+
   // ---- pool_snapshot.cpp / pool_validate.cpp
   DeviceSnapshot snapshot() const;
   bool validate(std::string* why) const;
@@ -136,6 +145,7 @@ struct DevicePool::Impl {
   uint64_t effective_limit() const;  // lock held
 
   // ---- immutable after construction
+  const uint64_t serial;  // unique in the process: names the pool in its checkpoints
   std::shared_ptr<DeviceBackend> backend;
   const int device;
   const DevicePoolConfig config;

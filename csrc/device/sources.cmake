@@ -9,6 +9,7 @@ list(APPEND UNIPOOL_SOURCES
   device/device_pools.cpp
   device/oom_report.cpp
   device/pool_allocate.cpp
+  device/pool_checkpoint.cpp
   device/pool_free.cpp
   device/pool_growth.cpp
   device/pool_release.cpp

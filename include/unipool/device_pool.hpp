@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "unipool/device_backend.hpp"
+#include "unipool/device_checkpoint.hpp"
 #include "unipool/device_config.hpp"
 #include "unipool/device_error.hpp"
 #include "unipool/device_snapshot.hpp"
@@ -112,6 +113,20 @@ class DevicePool {
 
   void set_segment_hooks(DeviceSegmentHooks hooks);
   void set_oom_observer(DeviceOomObserver observer);
+
+  // The allocated blocks of every segment (blocks freed but still waiting for
+  // fences count as free). O(blocks + segments).
+  DeviceCheckpoint checkpoint() const;
+  // Puts the pool back in the state of `cp`, a checkpoint of this pool: every
+  // live block that is not in it is freed (as deallocate() would), every
+  // block of it that is not live is allocated again at its very address.
+  // Memory a needed block overlaps that is still waiting for stream fences
+  // (a pending free, or a freed block used on other streams) is waited for,
+  // as empty_cache() waits. Throws DevicePoolError(bad_argument) for a
+  // checkpoint of another pool and (not_live) when memory a block of the
+  // checkpoint lay in was given back since (empty_cache, a release
+  // threshold); the pool is unchanged then.
+  DeviceRestoreResult restore(const DeviceCheckpoint& cp);
 
   // Checks every invariant (range allocators, block table, free lists and
   // pending frees, stats against a recount). *why says what failed.
