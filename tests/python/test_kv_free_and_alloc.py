@@ -104,3 +104,18 @@ def test_random_free_and_alloc_against_a_model():
         live += got
         assert p.free_blocks == len(free)
     p.validate()
+
+
+def test_ids_in_tensors_that_cannot_be_ids_are_refused():
+    p = pool_of(8)
+    ids = p.alloc(2, torch.empty(2, dtype=torch.int64))
+    for bad in (ids.to_sparse(), ids.to(torch.float32), ids.view(1, 2), ids.to(torch.bool)):
+        with pytest.raises(TypeError, match="block ids must be"):
+            p.free(bad)
+        with pytest.raises(TypeError, match="block ids must be"):
+            p.free_and_alloc(bad, 1)
+    with pytest.raises(TypeError):
+        p.alloc(2, torch.empty(2, dtype=torch.int64).to_sparse())
+    assert p.stats()["live_blocks"] == 2
+    p.free(ids)
+    p.validate()

@@ -358,13 +358,23 @@ PyTypeObject g_type = [] {
 
 bool read_ids(PyObject* ids, std::vector<int64_t>& v) {
   if (THPVariable_Check(ids)) {
-    const at::Tensor t = THPVariable_Unpack(ids).to(at::kCPU).to(at::kLong).contiguous();
-    if (t.dim() > 1) {
-      PyErr_SetString(PyExc_TypeError, "block ids must be a 1-D tensor");
+    // Any device, any integer dtype, any strides: converted. A float would
+    // be truncated to another block's id, and torch throws C++ exceptions
+    // for some layouts (sparse); both become a Python TypeError here.
+    const at::Tensor& src = THPVariable_Unpack(ids);
+    if (src.layout() != at::kStrided || !at::isIntegralType(src.scalar_type(), /*includeBool=*/false) ||
+        src.dim() > 1) {
+      PyErr_SetString(PyExc_TypeError, "block ids must be a dense 1-D tensor of integers, a list or a tuple");
       return false;
     }
-    const int64_t* p = t.data_ptr<int64_t>();
-    v.assign(p, p + t.numel());
+    try {
+      const at::Tensor t = src.to(at::kCPU).to(at::kLong).contiguous();
+      const int64_t* p = t.data_ptr<int64_t>();
+      v.assign(p, p + t.numel());
+    } catch (const std::exception& e) {
+      PyErr_Format(PyExc_TypeError, "block ids: %s", e.what());
+      return false;
+    }
     return true;
   }
   if (PyLong_Check(ids)) {
