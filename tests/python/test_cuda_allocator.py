@@ -125,7 +125,7 @@ _C._cuda_validate()
 """)
 
 
-@pytest.mark.parametrize("method", ["shareIpcHandle", "getCheckpointState", "recordHistory",
+@pytest.mark.parametrize("method", ["shareIpcHandle", "recordHistory",
                                     "attachAllocatorTraceTracker", "setUseOnOOM"])
 def test_unsupported_methods_raise_naming_the_method(method):
     run_py(INSTALL + f"""

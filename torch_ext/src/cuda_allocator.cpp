@@ -409,14 +409,16 @@ cudaError_t UnipoolCudaAllocator::memcpyAsync(void* dst, int dstDevice, const vo
   return cudaMemcpyPeerAsync(dst, dstDevice, src, srcDevice, count, stream);
 }
 
-std::shared_ptr<c10::cuda::CUDACachingAllocator::AllocatorState> UnipoolCudaAllocator::getCheckpointState(
-    c10::DeviceIndex, MempoolId_t) {
-  unsupported("getCheckpointState", "checkpointing of graph pools (cudagraph trees) is not implemented");
+bool UnipoolCudaAllocator::validate_private_pool(int device, MempoolId_t id, std::string* why) {
+  std::lock_guard lock(mutex_);
+  auto it = private_.find({device, id});
+  if (it == private_.end() || !it->second.pool) {
+    if (why) *why = "no such private pool";
+    return false;
+  }
+  return it->second.pool->validate(why);
 }
 
-c10::cuda::CUDACachingAllocator::CheckpointDelta UnipoolCudaAllocator::setCheckpointPoolState(
-    c10::DeviceIndex, std::shared_ptr<c10::cuda::CUDACachingAllocator::AllocatorState>) {
-  unsupported("setCheckpointPoolState", "checkpointing of graph pools (cudagraph trees) is not implemented");
-}
+// getCheckpointState / setCheckpointPoolState: cuda_checkpoint.cpp.
 
 }  // namespace unipool::torch_ext

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "unipool/device_checkpoint.hpp"
 #include "unipool/device_pool.hpp"
 
 namespace unipool::torch_ext {
@@ -78,6 +79,9 @@ class UnipoolCudaAllocator final : public CUDAAllocator {
   c10::cuda::CUDACachingAllocator::CheckpointDelta setCheckpointPoolState(
       c10::DeviceIndex device, std::shared_ptr<c10::cuda::CUDACachingAllocator::AllocatorState> pps) override;
   std::string name() override { return "unipool"; }
+
+  // validate() of private pool (device, id); false with *why if it is not there.
+  bool validate_private_pool(int device, MempoolId_t id, std::string* why);
 
   // The device and stream an allocation without explicit ones uses: torch's
   // current ones, or device 0 / the default stream on the sim backend.

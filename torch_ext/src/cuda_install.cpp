@@ -190,10 +190,14 @@ void bind_cuda_allocator(py::module_& m) {
   });
   m.def("_cuda_call_unsupported", [](const std::string& method) {
     if (method == "shareIpcHandle") cca::shareIpcHandle(nullptr);
-    else if (method == "getCheckpointState") cca::getCheckpointState(0, {0, 0});
     else if (method == "recordHistory") cca::recordHistory(true, nullptr, 0, cca::RecordContext::ALL, false, {});
     else if (method == "attachAllocatorTraceTracker") cca::attachAllocatorTraceTracker(nullptr);
     else if (method == "setUseOnOOM") cca::setUseOnOOM(0, {1, 1}, true);
+  });
+  m.def("_cuda_pool_empty_cache", [](uint64_t a, uint64_t b) { cca::get()->emptyCache(pool_id(a, b)); });
+  m.def("_cuda_pool_validate", [](int d, uint64_t a, uint64_t b) {
+    std::string why;
+    TORCH_CHECK(installed().validate_private_pool(d, pool_id(a, b), &why), "unipool private pool: ", why);
   });
   m.def("_cuda_validate", [] {
     std::string why;
