@@ -409,6 +409,25 @@ cudaError_t UnipoolCudaAllocator::memcpyAsync(void* dst, int dstDevice, const vo
   return cudaMemcpyPeerAsync(dst, dstDevice, src, srcDevice, count, stream);
 }
 
+void UnipoolCudaAllocator::release_cached_at_exit() noexcept {
+  // Each pool on its own: one that fails (a sticky CUDA error) must not keep
+  // the others from releasing; nothing may escape into Python's shutdown.
+  for (int d = 0; d < pools_->device_count(); ++d) {
+    try {
+      pools_->pool(d).empty_cache();
+    } catch (...) {
+    }
+  }
+  std::lock_guard lock(mutex_);
+  for (auto& [key, p] : private_) {
+    try {
+      if (p.pool) p.pool->empty_cache();
+    } catch (...) {
+    }
+  }
+  ++exit_releases_;
+}
+
 bool UnipoolCudaAllocator::validate_private_pool(int device, MempoolId_t id, std::string* why) {
   std::lock_guard lock(mutex_);
   auto it = private_.find({device, id});

@@ -6,6 +6,7 @@
 
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -80,6 +81,11 @@ class UnipoolCudaAllocator final : public CUDAAllocator {
       c10::DeviceIndex device, std::shared_ptr<c10::cuda::CUDACachingAllocator::AllocatorState> pps) override;
   std::string name() override { return "unipool"; }
 
+  // The atexit hook (registered by install()): every pool, default and
+  // private, gives its cached segments back (empty_cache: waits for their
+  // streams); live blocks stay. Never throws. exit_releases() counts runs.
+  void release_cached_at_exit() noexcept;
+  int exit_releases() const { return exit_releases_; }
   // validate() of private pool (device, id); false with *why if it is not there.
   bool validate_private_pool(int device, MempoolId_t id, std::string* why);
 
@@ -109,6 +115,7 @@ class UnipoolCudaAllocator final : public CUDAAllocator {
   mutable std::mutex mutex_;  // private pools
   std::map<PoolKey, PrivatePool> private_;
   int routing_ = 0;  // active allocate-to-pool contexts, any device
+  std::atomic<int> exit_releases_{0};
 };
 
 }  // namespace unipool::torch_ext

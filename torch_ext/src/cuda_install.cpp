@@ -47,7 +47,13 @@ void install(const std::string& device_conf, const std::string& host_conf) {
   } catch (const std::exception& e) {
     TORCH_CHECK_VALUE(false, "unipool: bad device_conf: ", e.what());
   }
-  auto allocator = std::make_shared<UnipoolCudaAllocator>(config);
+  // Never destroyed (PyTorch's own allocator is not either): torch's
+  // shared_ptr to it dies among the static destructors at exit, when the
+  // CUDA runtime may already be torn down, so a destructor giving memory
+  // back would call CUDA too late; and a tensor freed during that teardown
+  // must still find its allocator. Cached memory goes back earlier, in the
+  // atexit hook below.
+  std::shared_ptr<UnipoolCudaAllocator> allocator(new UnipoolCudaAllocator(config), [](UnipoolCudaAllocator*) {});
   torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(allocator);
   // torch.accelerator's memory calls go through c10::GetAllocator(kCUDA).
   c10::SetAllocator(c10::kCUDA, allocator.get(), /*priority=*/1);
@@ -55,6 +61,12 @@ void install(const std::string& device_conf, const std::string& host_conf) {
   cuda_hooks().fences = [] { return &installed().pools().backend().fences(); };
   cuda_hooks().stream_handle = [](c10::Stream s) { return installed().handle_of(s); };
   register_host_allocator();
+  // Python's atexit runs at the start of interpreter shutdown: threads are
+  // joined, CUDA is still up. Cached segments go back to the device there
+  // (waiting for their streams, as empty_cache does); live blocks stay.
+  py::module_::import("atexit").attr("register")(py::cpp_function([] {
+    if (g_allocator) g_allocator->release_cached_at_exit();
+  }));
 }
 
 // ---- test hooks: everything through torch's allocator pointer ------------
@@ -199,6 +211,7 @@ void bind_cuda_allocator(py::module_& m) {
     std::string why;
     TORCH_CHECK(installed().validate_private_pool(d, pool_id(a, b), &why), "unipool private pool: ", why);
   });
+  m.def("_cuda_exit_releases", [] { return installed().exit_releases(); });
   m.def("_cuda_validate", [] {
     std::string why;
     TORCH_CHECK(installed().pools().validate(&why), "unipool device pools: ", why);
@@ -208,6 +221,11 @@ void bind_cuda_allocator(py::module_& m) {
     auto* sim = dynamic_cast<SimBackend*>(&installed().pools().backend());
     TORCH_CHECK(sim != nullptr, "not the sim backend");
     sim->manual_fences().complete_all();
+  });
+  m.def("_sim_used_bytes", [] {
+    auto* sim = dynamic_cast<SimBackend*>(&installed().pools().backend());
+    TORCH_CHECK(sim != nullptr, "not the sim backend");
+    return sim->used_bytes(0);
   });
   m.def("_sim_outstanding_fences", [] {
     auto* sim = dynamic_cast<SimBackend*>(&installed().pools().backend());
