@@ -26,11 +26,13 @@ class KVSpinLock {
 
  private:
   void lock_slow() noexcept {
-    for (int spins = 0;; ++spins) {
+    int spins = 0;  // stops counting at the limit: a long wait cannot overflow it
+    for (;;) {
       // Wait for a release with plain loads, so waiters do not fight over
       // the cache line, then try to take it.
       while (locked_.load(std::memory_order_relaxed)) {
-        if (spins++ < 64) {
+        if (spins < 64) {
+          ++spins;
           pause();
         } else {
           std::this_thread::yield();
