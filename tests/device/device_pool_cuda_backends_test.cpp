@@ -2,7 +2,7 @@
 // and without expandable segments, nccl) run against the fake CUDA runtime:
 // stream ordering with CUDA events, OOM retry and text, a failure injected at
 // every CUDA call in turn, expandable growth and release, segment hooks,
-// stats against the snapshot, threads.
+// checkpoint and restore, stats against the snapshot, threads.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -77,6 +77,29 @@ TEST_P(DevicePoolOnFakeCuda, StreamOrderedReuse) {
   pool->deallocate(again);
   EXPECT_POOL_VALID(*pool);
   expect_stats_match_snapshot(*pool);
+}
+
+// Checkpoint and restore on the real backends: a freed block used on another
+// stream is in the way of the checkpoint's block, so restore synchronizes
+// its CUDA event first; memory given back since makes restore fail.
+TEST_P(DevicePoolOnFakeCuda, CheckpointRestoreWaitsForEventsAndRefusesReleasedMemory) {
+  void* p = pool->allocate(6 * kMiB, h1());
+  const DeviceCheckpoint cp = pool->checkpoint();
+  pool->record_stream(p, h2());
+  pool->deallocate(p);  // a pending CUDA event on s2
+  ASSERT_EQ(fake::pending_events(), 1u);
+  const DeviceRestoreResult r = pool->restore(cp);
+  ASSERT_EQ(r.allocated.size(), 1u);
+  EXPECT_EQ(r.allocated[0], p);
+  EXPECT_EQ(fake::pending_events(), 0u);  // cudaEventSynchronize'd, not skipped
+  EXPECT_EQ(pool->requested_size(p), 6 * kMiB);
+  EXPECT_POOL_VALID(*pool);
+  expect_stats_match_snapshot(*pool);
+  pool->deallocate(p);
+  pool->empty_cache();
+  EXPECT_THROW(pool->restore(cp), DevicePoolError);
+  EXPECT_EQ(pool->stats().allocation[0].current, 0);
+  EXPECT_POOL_VALID(*pool);
 }
 
 TEST_P(DevicePoolOnFakeCuda, OomRetryAndErrorText) {
