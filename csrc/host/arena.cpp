@@ -81,6 +81,7 @@ Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, con
                        RangeAllocation* out, ArenaDelta* delta, Message* why, bool* full, bool* fresh) noexcept {
   *full = false;
   InternalScope internal;  // node vectors may grow
+  uint64_t grown = 0;      // by earlier attempts: taken from the headroom
   for (int attempt = 0; attempt < 3; ++attempt) {
     RangeAllocation r;
     try {
@@ -107,7 +108,7 @@ Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, con
     const uint64_t end = round_up(start + size, kBlockAlignment);
     uint64_t bytes = end > committed_end_ ? round_up(end - committed_end_, chunk_) : chunk_;
     if (attempt > 0) bytes += chunk_;  // a previous estimate fell short
-    if (bytes > headroom) {
+    if (bytes > headroom - grown) {
       why->add("the pool's limit on committed bytes is reached");
       return Status::out_of_space;
     }
@@ -118,6 +119,7 @@ Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, con
     }
     const Status s = grow(bytes, settings, delta, why);
     if (s != Status::ok) return s;
+    grown += bytes;
   }
   why->add("no range fits after growing the arena");
   return Status::out_of_space;
