@@ -20,6 +20,7 @@ uint64_t round_up(uint64_t v, uint64_t to) noexcept { return (v + to - 1) / to *
 bool Arena::init(const ArenaSettings& settings) noexcept {
   reserved_ = settings.reserve / kSegmentSize * kSegmentSize;
   chunk_ = settings.chunk;
+  ahead_target_ = 2 * chunk_;
   const uint64_t slots = reserved_ / kSegmentSize;
   const uint64_t chunks = reserved_ / chunk_;
   meta_bytes_ = round_up(sizeof(RangeAllocator), 64) + slots + chunks;
@@ -75,11 +76,14 @@ void Arena::destroy(const ArenaSettings& settings) noexcept {
   chunks_ = nullptr;
   meta_ = nullptr;
   meta_bytes_ = committed_end_ = committed_bytes_ = pinned_bytes_ = trim_floor_ = handed_high_ = 0;
+  pending_ = ahead_target_ = 0;
+  ahead_failed_ = false;
 }
 
 Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, const ArenaSettings& settings,
-                       RangeAllocation* out, ArenaDelta* delta, Message* why, bool* full, bool* fresh) noexcept {
-  *full = false;
+                       RangeAllocation* out, ArenaDelta* delta, Message* why, ArenaBlocked* blocked,
+                       bool* fresh) noexcept {
+  *blocked = ArenaBlocked::no;
   InternalScope internal;  // node vectors may grow
   uint64_t grown = 0;      // by earlier attempts: taken from the headroom
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -101,6 +105,13 @@ Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, con
       why->add("the range allocator refused: ").add(to_string(r.status));
       return r.status;
     }
+    if (pending_ != 0) {
+      // The pinning thread is registering the chunks at the end: growing past
+      // them would need them first. The caller waits for them and retries.
+      *blocked = ArenaBlocked::pinning;
+      why->add("the pinning thread is registering the next chunks");
+      return Status::out_of_space;
+    }
     // Grow just enough for the request to fit at the end: from the start of
     // the trailing free range (or the end), aligned, plus the size.
     const uint64_t align = alignment > kBlockAlignment ? alignment : kBlockAlignment;
@@ -113,7 +124,7 @@ Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, con
       return Status::out_of_space;
     }
     if (committed_end_ + bytes > reserved_) {
-      *full = true;
+      *blocked = ArenaBlocked::full;
       why->add("the arena's reserved address space is full");
       return Status::out_of_space;
     }
@@ -191,6 +202,12 @@ Status Arena::grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* de
   pinned_bytes_ += newly_pinned;
   delta->committed += static_cast<int64_t>(bytes);
   delta->pinned += static_cast<int64_t>(newly_pinned);
+  if (settings.pinner != nullptr) {
+    // What an allocation had to pin itself, the pinning thread keeps ahead.
+    const uint64_t target = bytes < settings.max_pin ? bytes : settings.max_pin / chunk_ * chunk_;
+    if (target > ahead_target_) ahead_target_ = target;
+    ahead_failed_ = false;
+  }
   return Status::ok;
 }
 

@@ -7,6 +7,10 @@
 // pins the new chunks (one registration per piece of at most max_pin bytes)
 // when the pool is pinned. Free whole chunks of pageable arenas can be
 // decommitted; a later allocation over them counts them committed again.
+// With pin_thread=on the pool's pinning thread grows the arena ahead of
+// demand (arena_ahead.cpp): it claims the next chunks, commits and registers
+// them without the lock, then appends them, so an allocation that runs past
+// the committed end usually finds them free and already pinned.
 //
 // Not thread-safe: the engine takes `mutex` around every call but init and
 // destroy (and the lock-free reads of slot_kind and contains).
@@ -47,6 +51,23 @@ struct ArenaDelta {
   uint64_t hugetlb_fallbacks = 0;
 };
 
+// Why Arena::allocate could not serve a request without growing further.
+enum class ArenaBlocked : uint8_t {
+  no,       // it could (or failed for another reason: see the status)
+  full,     // the reserved address space is used up
+  pinning,  // the pinning thread is registering the chunks at the end
+};
+
+// Chunks the pinning thread committed and registered without the arena's
+// lock, before Arena::finish_ahead appends them.
+struct AheadWork {
+  char* start = nullptr;
+  uint64_t bytes = 0;
+  backend::os::CommitResult commit;
+  bool pinned = false;
+  Message why;  // what failed
+};
+
 enum : uint8_t { kSlotOther = 0, kSlotSegment = 1 };
 
 // Two cache lines: what every thread's pointer lookup reads (base, size,
@@ -67,14 +88,35 @@ class alignas(64) Arena {
   // Commits (and pins) more when needed, at most `headroom` bytes. *fresh:
   // no byte of the range was handed out since it was committed, so it reads
   // zero (calloc need not clear it).
+  // *blocked says why growing was not possible (full, or a registration of
+  // the pinning thread at the end is in flight: wait for it and retry).
   Status allocate(uint64_t size, uint64_t alignment, uint64_t headroom, const ArenaSettings& settings,
-                  RangeAllocation* out, ArenaDelta* delta, Message* why, bool* full, bool* fresh) noexcept;
+                  RangeAllocation* out, ArenaDelta* delta, Message* why, ArenaBlocked* blocked, bool* fresh) noexcept;
   Status free(uint64_t offset, uint64_t handle) noexcept;
   // Decommits whole free chunks until at most `retain` free bytes stay
   // committed. Pageable arenas only.
   void trim(uint64_t retain, ArenaDelta* delta) noexcept;
   // Trims when the free committed bytes grew past the last trim by 2 chunks.
   void maybe_trim(uint64_t retain, ArenaDelta* delta) noexcept;
+
+  // ---- pinning ahead (pin_thread=on): arena_ahead.cpp ----
+  // Bytes the pinning thread should append now: whole chunks, one
+  // registration (at most max_pin), until the free range at the end holds
+  // the target; 0 when it does, a claim is in flight, the last registration
+  // ahead failed with pinned=on (until an allocation grows the arena), or
+  // there is no room (reservation, `headroom`).
+  uint64_t ahead_wanted(const ArenaSettings& settings, uint64_t headroom) const noexcept;
+  // Claims [committed end, + bytes) for the pinning thread; its address.
+  char* claim_ahead(uint64_t bytes) noexcept;
+  // Without the lock: commits and registers the claimed range (one
+  // registration). With pinned=on a failed registration uncommits it again.
+  static AheadWork prepare_ahead(char* start, uint64_t bytes, const ArenaSettings& settings) noexcept;
+  // Appends the claimed range as prepared: pinned, or pageable and counted
+  // (best_effort); with pinned=on a failed one is dropped (Status not ok).
+  Status finish_ahead(AheadWork& work, const ArenaSettings& settings, ArenaDelta* delta) noexcept;
+  // A forked child: the claim's thread is gone; forget the claim.
+  void drop_ahead() noexcept { pending_ = 0; }
+  uint64_t pending_ahead() const noexcept { return pending_; }
 
   bool contains(uintptr_t a) const noexcept { return a - reinterpret_cast<uintptr_t>(base_) < reserved_; }
   bool range_pinned(uint64_t offset, uint64_t bytes) const noexcept;
@@ -133,6 +175,13 @@ class alignas(64) Arena {
   // End of the highest range ever handed out: committed memory above it was
   // never written (commit maps zero pages; first touch writes zeros).
   uint64_t handed_high_ = 0;
+  // Pinning ahead: bytes claimed past committed_end_ by the pinning thread
+  // (0: none); the free bytes it keeps at the end (at least 2 chunks, the
+  // largest growth an allocation had to make itself, at most max_pin);
+  // set when a registration ahead failed with pinned=on.
+  uint64_t pending_ = 0;
+  uint64_t ahead_target_ = 0;
+  bool ahead_failed_ = false;
 };
 
 }  // namespace unipool::host

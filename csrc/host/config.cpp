@@ -203,7 +203,8 @@ Status HostPoolConfig::check(const char** why) const noexcept {
   else if (huge_cache > 64) problem = "huge_cache must be at most 64";
   else if (numa_node < -1 || numa_node >= 1024) problem = "numa_node must be -1 or a node number below 1024";
   else if (first_touch < -1 || first_touch > 1) problem = "first_touch must be on or off";
-  else if (pin_thread) problem = "pin_thread: background pinning is not implemented yet";
+  else if (pin_thread && pinned == HostPinned::off)
+    problem = "pin_thread=on needs pinned=on or pinned=best_effort (it registers chunks ahead of demand)";
   if (why != nullptr) *why = problem ? problem : "";
   return problem ? Status::bad_argument : Status::ok;
 }

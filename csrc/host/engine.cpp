@@ -85,6 +85,9 @@ Engine::Engine(const HostPoolConfig& config) : config_(config) {
 }
 
 Engine::~Engine() {
+  // First: the thread appends to the arenas; joined, it has no claim left,
+  // and the arenas unregister what it pinned with the rest.
+  stop_pin_thread();
   registry_remove(registry_slot_);
   deferred_.for_each([](const DeferredEntry& e) {
     try {
@@ -326,9 +329,11 @@ void Engine::fork_prepare() noexcept {
   for (const Arena& a : arenas_) a.mutex().lock();
   huge_lock_.lock();
   deferred_lock_.lock();
+  pthread_mutex_lock(&pin_.lock);
 }
 
 void Engine::fork_release(bool child) noexcept {
+  pin_thread_after_fork(child);  // unlocks pin_.lock
   deferred_lock_.unlock();
   huge_lock_.unlock();
   for (uint32_t i = kMaxArenas; i-- > 0;) arenas_[i].mutex().unlock();

@@ -9,7 +9,7 @@
 // Locks, always taken in this order: registry (thread_state.cpp) -> heaps_lock_
 // -> shared_[c].lock -> pages_lock_ -> setup_lock_ -> arenas_[i].mutex (one at
 // a time; several only in validate() and fork, by index) -> huge_lock_;
-// deferred_lock_ is never held while another is taken. The fast paths of
+// deferred_lock_ and pin_.lock are never held while another is taken. The fast paths of
 // engine_fast.hpp take none.
 #pragma once
 
@@ -24,6 +24,7 @@
 #include "host/huge_table.hpp"
 #include "host/layout.hpp"
 #include "host/lock.hpp"
+#include "host/pin_thread.hpp"
 #include "host/size_classes.hpp"
 #include "host/thread_state.hpp"
 #include "unipool/fence.hpp"
@@ -133,6 +134,9 @@ class Engine {
   HostPinningState pinning_state() const noexcept;
   const HostPoolConfig& config() const noexcept { return config_; }
   bool validate(std::string* why) const;
+  // Returns when the pinning thread has nothing asked of it and nothing in
+  // flight (at once without one).
+  void wait_for_pinning() const noexcept;
 
   // Thread exit (registry lock held) and fork (thread_state.cpp).
   void retire_heap(Heap* heap) noexcept;
@@ -191,7 +195,8 @@ class Engine {
   // A range, from arena `preferred` first, then any other; adds an arena when
   // all are full. Takes each arena's lock in turn.
   Status arena_allocate(uint32_t preferred, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why) noexcept;
-  Status try_arena(uint32_t i, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why, bool* full) noexcept;
+  Status try_arena(uint32_t i, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why,
+                   ArenaBlocked* blocked) noexcept;
   bool add_arena(Message* why) noexcept;  // setup_lock_ held
   uint32_t arena_of_shard(uint32_t shard) noexcept;
   // Live large blocks changed by (blocks, requested, extent): into the
@@ -205,6 +210,20 @@ class Engine {
   LargeSums count_large_tallies() const noexcept;  // heaps_lock_ held
   void ensure_pinner() noexcept;
   uint64_t headroom() const noexcept;
+
+  // ---- the pinning thread (engine_pin_thread.cpp) ----
+  void start_pin_thread() noexcept;  // setup_lock_ held
+  void stop_pin_thread() noexcept;
+  static void* pin_thread_main(void* engine) noexcept;
+  void pin_thread_loop() noexcept;
+  bool pin_ahead(uint32_t arena) noexcept;  // one claim; true: the arena wants more
+  // Arena `i` (its lock held) may want chunks ahead: tell the thread.
+  void want_ahead(uint32_t i) noexcept;
+  void wait_for_claim(uint32_t arena) noexcept;  // no lock held
+  void pause_pin_thread() const noexcept;        // validate(): no job starts or runs
+  void resume_pin_thread() const noexcept;
+  void pin_thread_after_fork(bool child) noexcept;
+  bool validate_paused(std::string* why) const;
 
   // ---- huge (engine_huge.cpp) ----
   void* allocate_huge(size_t size, size_t alignment, bool internal, bool* fresh = nullptr) noexcept;
@@ -299,6 +318,8 @@ class Engine {
   std::atomic<uint64_t> large_count_{0}, huge_count_{0};
   std::atomic<uint64_t> huge_hits_{0}, huge_misses_{0};
   std::atomic<uint64_t> registrations_{0}, pin_failures_{0}, pageable_bytes_{0}, hugetlb_fallbacks_{0};
+
+  mutable PinThread pin_;
   mutable std::atomic<uint64_t> misuse_count_{0};
 };
 

@@ -18,7 +18,8 @@ std::unique_ptr<backend::HostPinner> make_pinner() {
 
 uint64_t Engine::headroom() const noexcept {
   if (config_.limit == 0) return ~uint64_t{0};
-  const uint64_t committed = committed_.get();
+  // Chunks the pinning thread claimed count as committed already.
+  const uint64_t committed = committed_.get() + pin_.pending.load(std::memory_order_relaxed);
   return committed >= config_.limit ? 0 : config_.limit - committed;
 }
 
@@ -46,6 +47,7 @@ void Engine::ensure_pinner() noexcept {
       pin_available_ = false;
     }
     if (pin_available_) arena_settings_.pinner = pinner_.get();
+    if (pin_available_ && config_.pin_thread) start_pin_thread();
   }
   pinner_checked_.store(true, std::memory_order_release);
 }
@@ -93,18 +95,19 @@ uint32_t Engine::arena_of_shard(uint32_t shard) noexcept {
 }
 
 Status Engine::try_arena(uint32_t i, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why,
-                         bool* full) noexcept {
+                         ArenaBlocked* blocked) noexcept {
   FutexMutex& m = arenas_[i].mutex();
   m.lock();
   Arena& arena = arenas_[i];
   ArenaDelta delta;
   const Status s =
-      arena.allocate(size, alignment, headroom(), arena_settings_, &out->range, &delta, why, full, &out->fresh);
+      arena.allocate(size, alignment, headroom(), arena_settings_, &out->range, &delta, why, blocked, &out->fresh);
   if (s == Status::ok) {
     out->index = i;
     out->extent = arena.ranges().allocation_size(out->range.offset, out->range.handle);
     out->pinned = arena.range_pinned(out->range.offset, out->extent);
   }
+  want_ahead(i);
   m.unlock();
   apply(delta);
   return s;
@@ -125,8 +128,20 @@ Status Engine::arena_allocate(uint32_t preferred, uint64_t size, uint64_t alignm
       // The preferred arena first, then the others in order.
       const uint32_t i = k == 0 ? first : (k <= first ? k - 1 : k);
       Message attempt;
-      bool full = false;
-      const Status s = try_arena(i, size, alignment, out, &attempt, &full);
+      ArenaBlocked blocked = ArenaBlocked::no;
+      Status s = try_arena(i, size, alignment, out, &attempt, &blocked);
+      while (blocked == ArenaBlocked::pinning) {
+        // The chunks at the end are being registered ahead: wait for them
+        // (no lock held: the thread appends them under setup and arena
+        // locks), then try again; they are usually what this request needs.
+        pin_.waits.fetch_add(1, std::memory_order_relaxed);
+        if (serial) setup_lock_.unlock();
+        wait_for_claim(i);
+        if (serial) setup_lock_.lock();
+        attempt = Message{};
+        s = try_arena(i, size, alignment, out, &attempt, &blocked);
+      }
+      const bool full = blocked == ArenaBlocked::full;
       if (s == Status::ok) {
         if (serial) setup_lock_.unlock();
         return Status::ok;

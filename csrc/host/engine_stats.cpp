@@ -124,6 +124,8 @@ HostPoolStats Engine::stats() const noexcept {
   st.pin_failures = pin_failures_.load(std::memory_order_relaxed);
   st.pageable_bytes = pageable_bytes_.load(std::memory_order_relaxed);
   st.hugetlb_fallbacks = hugetlb_fallbacks_.load(std::memory_order_relaxed);
+  st.pin_thread_registrations = pin_.registrations.load(std::memory_order_relaxed);
+  st.pin_thread_waits = pin_.waits.load(std::memory_order_relaxed);
   st.misuse_errors = misuse_count_.load(std::memory_order_relaxed);
   return st;
 }

@@ -152,6 +152,14 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
 }
 
 bool Engine::validate(std::string* why_out) const {
+  // The pinning thread appends to arenas: no job runs while this recounts.
+  pause_pin_thread();
+  const bool ok = validate_paused(why_out);
+  resume_pin_thread();
+  return ok;
+}
+
+bool Engine::validate_paused(std::string* why_out) const {
   Message why;
   bool ok = true;
   int64_t live[kNumClasses];
@@ -167,6 +175,12 @@ bool Engine::validate(std::string* why_out) const {
     const LargeSums unfolded = count_large_tallies();
     ok = validate_pages(live, &why);
     for (uint32_t i = 0; ok && i < arena_count_.load(std::memory_order_relaxed); ++i) ok = arenas_[i].validate(&why);
+    for (uint32_t i = 0; ok && i < kMaxArenas; ++i) {
+      if (arenas_[i].pending_ahead() != 0) ok = bad(&why, "arena: a claim of the pinning thread outlives its job");
+    }
+    if (ok && pin_.pending.load(std::memory_order_relaxed) != 0) {
+      ok = bad(&why, "pinning thread: claimed bytes pending while it is paused");
+    }
     // Large blocks: every used range that is not a segment has a valid header.
     uint64_t large_count = 0, large_extent = 0;
     for (uint32_t i = 0; ok && i < arena_count_.load(std::memory_order_relaxed); ++i) {

@@ -62,6 +62,7 @@ HostPoolStats HostPool::stats() const noexcept { return engine_->stats(); }
 void HostPool::reset_peaks() noexcept { engine_->reset_peaks(); }
 HostPinningState HostPool::pinning_state() const noexcept { return engine_->pinning_state(); }
 const HostPoolConfig& HostPool::config() const noexcept { return engine_->config(); }
+void HostPool::wait_for_pinning() const noexcept { engine_->wait_for_pinning(); }
 bool HostPool::validate(std::string* why) const { return engine_->validate(why); }
 Status HostPool::last_status() noexcept { return host::thread_last_status(); }
 const char* HostPool::last_error() noexcept { return host::thread_last_error(); }

@@ -2,12 +2,14 @@
 list(APPEND UNIPOOL_SOURCES
   backend/os/os_memory.cpp
   host/arena.cpp
+  host/arena_ahead.cpp
   host/config.cpp
   host/engine.cpp
   host/engine_deferred.cpp
   host/engine_huge.cpp
   host/engine_large.cpp
   host/engine_pages.cpp
+  host/engine_pin_thread.cpp
   host/engine_small.cpp
   host/engine_stats.cpp
   host/engine_validate.cpp

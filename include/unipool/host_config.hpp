@@ -61,7 +61,9 @@ struct HostPoolConfig {
   // Largest single pinning registration (cudaHostRegister); commits larger
   // than this are registered in pieces.
   uint64_t max_pin = uint64_t{1} << 30;
-  // Register new chunks from a background thread that pins one chunk ahead.
+  // Register new chunks from a background thread (one per pool) ahead of
+  // demand, so allocations rarely pay for cudaHostRegister themselves. Needs
+  // pinned=on or best_effort. docs/host_pool.md, "Background pinning".
   bool pin_thread = false;
   // Largest size served by thread-local pages (small <= 1 KiB, middle up to
   // this). 1 KiB .. 64 KiB.

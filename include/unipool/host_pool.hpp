@@ -106,6 +106,11 @@ class HostPool {
   void reset_peaks() noexcept;
   HostPinningState pinning_state() const noexcept;
   const HostPoolConfig& config() const noexcept;
+  // With pin_thread=on: returns once the pinning thread has done what it was
+  // asked (the chunks ahead of each arena are registered, or failed and
+  // counted) and has nothing in flight; stats() are then exact. At once
+  // without a pinning thread. E.g. after a warm-up allocation, before serving.
+  void wait_for_pinning() const noexcept;
 
   // Checks every invariant (exact accounting: allocated + deferred + cached +
   // arena free + overhead == committed, every page and list consistent, every

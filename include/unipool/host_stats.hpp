@@ -47,6 +47,10 @@ struct HostPoolStats {
   uint64_t pin_failures = 0;       // failed registrations
   uint64_t pageable_bytes = 0;     // committed bytes served pageable because pinning failed
   uint64_t hugetlb_fallbacks = 0;  // hugetlb commits that fell back to normal pages
+  // The pinning thread (pin_thread=on): of pin_registrations, those it made
+  // ahead of demand; allocations that waited for its registration in flight.
+  uint64_t pin_thread_registrations = 0;
+  uint64_t pin_thread_waits = 0;
 
   // Misuse the pool refused (double, foreign or interior frees).
   uint64_t misuse_errors = 0;
