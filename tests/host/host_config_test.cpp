@@ -16,8 +16,9 @@ TEST(HostConfig, ParsesEveryKey) {
   const HostPoolConfig c = HostPoolConfig::parse(
       "pinned=best_effort, thread_cache=size,numa_node=0,huge_pages=on,first_touch=off,reserve=2GiB,"
       "chunk=8M,max_pin=256MiB,middle_max=16KiB,huge_threshold=64MB,huge_cache=4,huge_cache_bytes=512m,"
-      "retain=0,limit=1T");
+      "retain=0,limit=1T,pin_thread=on");
   EXPECT_EQ(c.pinned, HostPinned::best_effort);
+  EXPECT_TRUE(c.pin_thread);
   EXPECT_EQ(c.thread_cache, HostThreadCache::size);
   EXPECT_EQ(c.numa_node, 0);
   EXPECT_EQ(c.huge_pages, HostHugePages::thp);
@@ -37,10 +38,13 @@ TEST(HostConfig, EmptyGivesDefaultsAndToStringRoundTrips) {
   const HostPoolConfig d = HostPoolConfig::parse("");
   EXPECT_EQ(d.pinned, HostPinned::off);
   EXPECT_EQ(d.thread_cache, HostThreadCache::performance);
-  const HostPoolConfig c = HostPoolConfig::parse("pinned=on,thread_cache=none,huge_pages=hugetlb,chunk=4MiB");
+  EXPECT_FALSE(d.pin_thread);
+  const HostPoolConfig c =
+      HostPoolConfig::parse("pinned=on,thread_cache=none,huge_pages=hugetlb,chunk=4MiB,pin_thread=on");
   const HostPoolConfig back = HostPoolConfig::parse(c.to_string());
   EXPECT_EQ(back.to_string(), c.to_string());
   EXPECT_EQ(back.pinned, HostPinned::on);
+  EXPECT_TRUE(back.pin_thread);
   EXPECT_EQ(back.huge_pages, HostHugePages::hugetlb);
 }
 
@@ -67,6 +71,10 @@ TEST(HostConfig, ErrorsNameTheKey) {
   expect_error("huge_threshold=16KiB", "huge_threshold");
   expect_error("huge_cache=1000", "huge_cache");
   expect_error("first_touch=sometimes", "first_touch");
+  expect_error("pinned=on,pin_thread=sometimes", "pin_thread");
+  expect_error("pinned=on,pin_thread=sometimes", "sometimes");
+  expect_error("pin_thread=on", "pin_thread");  // needs pinned=on or best_effort
+  expect_error("pinned=off,pin_thread=1", "pinned=on");
   expect_error("pinned", "not key=value");
   expect_error("limit=99999999999999999999999", "limit");
 }
@@ -97,6 +105,8 @@ TEST(HostConfig, PoolConstructorRejectsBadConfig) {
   c.chunk = 12345;
   EXPECT_THROW(HostPool{c}, std::invalid_argument);
   EXPECT_THROW(HostPool{"bogus=1"}, std::invalid_argument);
+  EXPECT_THROW(HostPool{"pin_thread=on"}, std::invalid_argument);
+  EXPECT_NO_THROW(HostPool{"reserve=1GiB,pinned=best_effort,pin_thread=on"});
 }
 
 TEST(HostConfig, FromEnvironment) {

@@ -2,10 +2,14 @@
 // the fake CUDA runtime, with injected registration failures: pinned=on
 // fails clearly, best_effort serves pageable and counts it, the pending CUDA
 // error is cleared, registrations stay under max_pin, no driver = pageable.
+// Background pinning (pin_thread=on): the pool's thread registers chunks
+// ahead; its failures follow the same rules; destruction leaves no
+// registration; threads allocating while it runs register nothing twice.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fake_cuda/fake_cuda.hpp"
@@ -98,6 +102,145 @@ TEST_F(HostFakeCuda, NoDriverMeansPageableAndSaysSo) {
   EXPECT_EQ(pool.pinning_state(), HostPinningState::pageable_no_gpu);
   EXPECT_EQ(fake_cuda::calls("cudaHostRegister"), 0u);
   pool.free(p);
+}
+
+// ---- pin_thread=on ---------------------------------------------------------------
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// Whether the fake runtime's registrations cover [p, p + bytes) (one or
+// several side by side).
+bool registered(const void* p, uint64_t bytes) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t end = a + bytes;
+  for (const fake_cuda::HostRange& r : fake_cuda::registered_ranges()) {  // by address
+    const auto b = reinterpret_cast<uintptr_t>(r.base);
+    if (b <= a && a < b + r.bytes) a = b + r.bytes;
+    if (a >= end) return true;
+  }
+  return false;
+}
+
+TEST_F(HostFakeCuda, PinThreadRegistersChunksAhead) {
+  {
+    HostPool pool(conf("pinned=on,pin_thread=on"));
+    void* first = pool.allocate(1 << 20);
+    ASSERT_NE(first, nullptr) << HostPool::last_error();
+    pool.wait_for_pinning();
+    HostPoolStats st = pool.stats();
+    EXPECT_EQ(st.pin_thread_registrations, 1u);
+    EXPECT_EQ(st.committed_bytes, 12 * kMiB);  // the first chunk and two ahead
+    EXPECT_EQ(st.pinned_bytes, fake_cuda::pinned_bytes());
+    EXPECT_EQ(fake_cuda::registered_ranges().size(), st.pin_registrations);
+    // Served from the chunks the thread registered: the allocation itself
+    // calls nothing, and the fake runtime holds the block as registered.
+    const uint64_t calls = fake_cuda::calls("cudaHostRegister");
+    void* big = pool.allocate(6 << 20);
+    ASSERT_NE(big, nullptr) << HostPool::last_error();
+    EXPECT_TRUE(pool.is_pinned(big));
+    EXPECT_TRUE(registered(big, 6 << 20));
+    pool.wait_for_pinning();
+    st = pool.stats();
+    EXPECT_EQ(st.pin_registrations - st.pin_thread_registrations, 1u);
+    EXPECT_EQ(fake_cuda::calls("cudaHostRegister"), calls + (st.pin_thread_registrations - 1));
+    EXPECT_EQ(st.pinned_bytes, fake_cuda::pinned_bytes());
+    for (const fake_cuda::HostRange& r : fake_cuda::registered_ranges()) EXPECT_LE(r.bytes, uint64_t{8} << 20);
+    EXPECT_EQ(pool.free(first), Status::ok);
+    EXPECT_EQ(pool.free(big), Status::ok);
+    std::string why;
+    EXPECT_TRUE(pool.validate(&why)) << why;
+  }
+  // Every registration, the thread's too, undone with the pool (and
+  // TearDown checks the fake holds nothing else).
+  EXPECT_EQ(fake_cuda::pinned_bytes(), 0u);
+  EXPECT_TRUE(fake_cuda::registered_ranges().empty());
+}
+
+TEST_F(HostFakeCuda, PinThreadFailureWithPinnedOnIsNeverHandedOut) {
+  HostPool pool(conf("pinned=on,pin_thread=on"));
+  // Call 1 is the first allocation's own; 2 is the thread's (after it), and
+  // fails; so does 3, the next allocation's own.
+  fake_cuda::fail_nth_call("cudaHostRegister", 2);
+  fake_cuda::fail_nth_call("cudaHostRegister", 3);
+  void* first = pool.allocate(1 << 20);
+  ASSERT_NE(first, nullptr) << HostPool::last_error();
+  pool.wait_for_pinning();
+  EXPECT_EQ(pool.stats().pin_failures, 1u);
+  EXPECT_EQ(pool.stats().pin_thread_registrations, 0u);
+  EXPECT_EQ(pool.allocate(6 << 20), nullptr);  // pins for itself: fails too
+  const std::string why = HostPool::last_error();
+  EXPECT_NE(why.find("pinned=on"), std::string::npos) << why;
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // nothing pending here
+  const HostPoolStats st = pool.stats();
+  EXPECT_EQ(st.pin_failures, 2u);
+  EXPECT_EQ(st.committed_bytes, 4 * kMiB);  // no unpinned chunk kept
+  EXPECT_EQ(st.pinned_bytes, fake_cuda::pinned_bytes());
+  EXPECT_EQ(st.pinned_bytes, st.committed_bytes);
+  EXPECT_EQ(pool.free(first), Status::ok);
+  std::string v;
+  EXPECT_TRUE(pool.validate(&v)) << v;
+}
+
+TEST_F(HostFakeCuda, PinThreadFailureWithBestEffortIsServedPageable) {
+  HostPool pool(conf("pinned=best_effort,pin_thread=on"));
+  fake_cuda::fail_nth_call("cudaHostRegister", 2);  // the thread's registration
+  void* first = pool.allocate(1 << 20);
+  ASSERT_NE(first, nullptr) << HostPool::last_error();
+  EXPECT_TRUE(pool.is_pinned(first));
+  pool.wait_for_pinning();
+  HostPoolStats st = pool.stats();
+  EXPECT_EQ(st.pin_failures, 1u);
+  EXPECT_EQ(st.pageable_bytes, 8 * kMiB);
+  EXPECT_EQ(st.pinned_bytes, fake_cuda::pinned_bytes());
+  void* big = pool.allocate(6 << 20);
+  ASSERT_NE(big, nullptr) << HostPool::last_error();
+  EXPECT_FALSE(pool.is_pinned(big));  // it lies over the chunks the thread failed to pin
+  EXPECT_FALSE(registered(big, 6 << 20));
+  EXPECT_EQ(pool.pinning_state(), HostPinningState::partially_pinned);
+  EXPECT_EQ(pool.free(first), Status::ok);
+  EXPECT_EQ(pool.free(big), Status::ok);
+  std::string why;
+  EXPECT_TRUE(pool.validate(&why)) << why;
+}
+
+TEST_F(HostFakeCuda, PinThreadWithThreadsAllocatingRegistersNothingTwice) {
+  {
+    HostPool pool(conf("pinned=on,pin_thread=on"));
+    std::vector<std::thread> workers;
+    std::vector<int> bad(4, 0);
+    for (int t = 0; t < 4; ++t) {
+      workers.emplace_back([&, t] {
+        std::vector<void*> live;
+        for (int i = 0; i < 200; ++i) {
+          const size_t n = i % 3 == 0 ? (size_t{1} << 20) + static_cast<size_t>(i * 7919 % (3 << 20))
+                                      : static_cast<size_t>(64 + i * 131 % 30000);
+          void* p = pool.allocate(n);
+          if (p == nullptr || !pool.is_pinned(p)) ++bad[t];
+          if (p != nullptr) live.push_back(p);
+          if (live.size() > 6) {
+            if (pool.free(live.front()) != Status::ok) ++bad[t];
+            live.erase(live.begin());
+          }
+        }
+        for (void* p : live) {
+          if (pool.free(p) != Status::ok) ++bad[t];
+        }
+      });
+    }
+    for (std::thread& w : workers) w.join();
+    for (int t = 0; t < 4; ++t) EXPECT_EQ(bad[t], 0) << "thread " << t;
+    pool.wait_for_pinning();
+    const HostPoolStats st = pool.stats();
+    // A second registration of a range fails in the fake
+    // (cudaErrorHostMemoryAlreadyRegistered): none failed.
+    EXPECT_EQ(st.pin_failures, 0u);
+    EXPECT_EQ(fake_cuda::registered_ranges().size(), st.pin_registrations);
+    EXPECT_EQ(fake_cuda::calls("cudaHostRegister"), st.pin_registrations);
+    EXPECT_EQ(st.pinned_bytes, fake_cuda::pinned_bytes());
+    std::string why;
+    EXPECT_TRUE(pool.validate(&why)) << why;
+  }
+  EXPECT_TRUE(fake_cuda::registered_ranges().empty());
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 // unipool host: fork. The child allocates and frees (even blocks its parent's
-// other threads owned) and validates; the parent is unaffected.
+// other threads owned) and validates; the parent is unaffected. A fork while
+// the pinning thread (pin_thread=on) registers chunks ahead: the child has no
+// such thread, forgets its claim and pins for itself; the parent's thread
+// finishes.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +13,7 @@
 #include <vector>
 
 #include "host_test_util.hpp"
+#include "test_pinner.hpp"
 
 namespace unipool::test {
 namespace {
@@ -92,6 +96,85 @@ TEST(HostFork, DefaultPoolWorksInTheChild) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_EQ(pool.free(p), Status::ok);
+}
+
+// The test pinner, with a gate: the registration numbered `gate_call` waits
+// in pin() until `hold` drops (before it takes the test pinner's lock, so a
+// forked child inherits that lock free).
+std::atomic<uint64_t> g_calls{0}, g_gate_call{0};
+std::atomic<bool> g_hold{false}, g_entered{false};
+
+class GatedPinner final : public backend::HostPinner {
+ public:
+  const char* name() const noexcept override { return "gated"; }
+  bool available() override { return inner_.available(); }
+  BackendStatus pin(void* ptr, uint64_t bytes) override {
+    if (g_calls.fetch_add(1) + 1 == g_gate_call.load()) {
+      g_entered = true;
+      while (g_hold) std::this_thread::yield();
+    }
+    return inner_.pin(ptr, bytes);
+  }
+  BackendStatus unpin(void* ptr) override { return inner_.unpin(ptr); }
+
+ private:
+  TestPinner inner_;
+};
+
+std::unique_ptr<backend::HostPinner> make_gated_pinner() { return std::make_unique<GatedPinner>(); }
+
+int run_in_child_while_pinning(HostPool& pool, void* first) {
+  alarm(30);  // a child waiting for the parent's thread would hang: fail instead
+  void* big = pool.allocate(6 << 20);  // must grow the arena past the claim
+  if (big == nullptr) return 2;
+  if (!pool.is_pinned(big) || !pool.is_pinned(first)) return 3;
+  if (pool.stats().pin_thread_registrations != 0) return 4;
+  if (pool.free(big) != Status::ok || pool.free(first) != Status::ok) return 5;
+  pool.wait_for_pinning();  // no thread: returns
+  std::string why;
+  if (!pool.validate(&why)) {
+    std::fprintf(stderr, "child: %s\n", why.c_str());
+    return 6;
+  }
+  const HostPoolStats st = pool.stats();
+  if (st.pinned_bytes != st.committed_bytes || pinner_state().overlaps != 0) return 7;
+  return 0;
+}
+
+TEST(HostFork, WhileThePinningThreadRegistersTheChildPinsForItself) {
+  UseTestPinner use;
+  host::set_pinner_factory(make_gated_pinner);
+  g_calls = 0;
+  g_gate_call = 2;  // 1: the first allocation's own; 2: the thread's first
+  g_hold = true;
+  g_entered = false;
+  {
+    HostPool pool(conf("pinned=on,pin_thread=on,chunk=4MiB,max_pin=64MiB"));
+    void* first = pool.allocate(1 << 20);
+    ASSERT_NE(first, nullptr) << HostPool::last_error();
+    while (!g_entered) std::this_thread::yield();  // the thread is inside pin()
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      g_hold = false;
+      _exit(run_in_child_while_pinning(pool, first));
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << "child killed (signal " << WTERMSIG(status) << ")";
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    // The parent's thread finishes its registration.
+    g_hold = false;
+    pool.wait_for_pinning();
+    const HostPoolStats st = pool.stats();
+    EXPECT_EQ(st.pin_thread_registrations, 1u);
+    EXPECT_EQ(st.committed_bytes, uint64_t{12} << 20);
+    EXPECT_EQ(st.pinned_bytes, pinner_state().pinned());
+    EXPECT_EQ(pool.free(first), Status::ok);
+    EXPECT_VALID(pool);
+  }
+  EXPECT_EQ(pinner_state().pinned(), 0u);
+  EXPECT_EQ(pinner_state().bad_unpins, 0u);
 }
 
 }  // namespace
