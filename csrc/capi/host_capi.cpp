@@ -94,6 +94,13 @@ void* unipool_host_alloc_aligned(unipool_host_pool_t* pool, size_t size, size_t 
   return p;
 }
 
+void* unipool_host_allocate_zeroed(unipool_host_pool_t* pool, size_t size) {
+  if (pool == nullptr) return null_pool(), nullptr;
+  void* p = pool_of(pool)->allocate_zeroed(size);
+  if (p == nullptr) report(HostPool::last_status());
+  return p;
+}
+
 unipool_status_t unipool_host_free(unipool_host_pool_t* pool, void* ptr) {
   if (pool == nullptr) return null_pool();
   return report(pool_of(pool)->free(ptr));

@@ -2,7 +2,9 @@
 // C fence callbacks and errors in unipool_last_error().
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "unipool/c/host.h"
 
@@ -61,6 +63,46 @@ TEST(HostCapi, DeferredFreeThroughCallbacks) {
   unipool_host_destroy(pool);
 }
 
+bool all_zero(const void* p, size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) {
+    if (b[i] != 0) return false;
+  }
+  return true;
+}
+
+TEST(HostCapi, AllocateZeroedClearsReusedMemory) {
+  unipool_host_pool_t* pool = nullptr;
+  ASSERT_EQ(unipool_host_create("reserve=1GiB,huge_threshold=8MiB", &pool), UNIPOOL_OK);
+  // Small, middle, large and huge: each size dirtied and freed first, so the
+  // zeroed block is (usually) the same memory again and must be cleared.
+  for (size_t size : {size_t{24}, size_t{3000}, size_t{20000}, size_t{300000}, size_t{9} << 20}) {
+    std::vector<void*> dirty;
+    for (int i = 0; i < 4; ++i) {
+      void* d = unipool_host_alloc(pool, size);
+      ASSERT_NE(d, nullptr) << unipool_last_error();
+      std::memset(d, 0xAB, size);
+      dirty.push_back(d);
+    }
+    for (void* d : dirty) ASSERT_EQ(unipool_host_free(pool, d), UNIPOOL_OK);
+    std::vector<void*> zeroed;
+    for (int i = 0; i < 4; ++i) {
+      void* z = unipool_host_allocate_zeroed(pool, size);
+      ASSERT_NE(z, nullptr) << size << ": " << unipool_last_error();
+      EXPECT_GE(unipool_host_usable_size(pool, z), size);
+      EXPECT_TRUE(all_zero(z, size)) << size;
+      zeroed.push_back(z);
+    }
+    for (void* z : zeroed) EXPECT_EQ(unipool_host_free(pool, z), UNIPOOL_OK);
+  }
+  EXPECT_EQ(unipool_host_allocate_zeroed(pool, 0), nullptr);
+  EXPECT_NE(std::string(unipool_last_error()).find("0 bytes"), std::string::npos) << unipool_last_error();
+  EXPECT_EQ(unipool_host_allocate_zeroed(nullptr, 10), nullptr);
+  EXPECT_NE(std::string(unipool_last_error()).find("NULL"), std::string::npos) << unipool_last_error();
+  EXPECT_EQ(unipool_host_validate(pool), UNIPOOL_OK) << unipool_last_error();
+  unipool_host_destroy(pool);
+}
+
 TEST(HostCapi, ConfigErrorsNameTheKey) {
   unipool_host_pool_t* pool = reinterpret_cast<unipool_host_pool_t*>(0x1);
   EXPECT_EQ(unipool_host_create("thread_cache=sometimes", &pool), UNIPOOL_BAD_ARGUMENT);
@@ -69,6 +111,9 @@ TEST(HostCapi, ConfigErrorsNameTheKey) {
   EXPECT_EQ(unipool_host_config_check("bogus=3"), UNIPOOL_BAD_ARGUMENT);
   EXPECT_NE(std::string(unipool_last_error()).find("bogus"), std::string::npos);
   EXPECT_EQ(unipool_host_config_check("pinned=best_effort"), UNIPOOL_OK);
+  EXPECT_EQ(unipool_host_config_check("pinned=on,pin_thread=on"), UNIPOOL_OK);
+  EXPECT_EQ(unipool_host_config_check("pin_thread=on"), UNIPOOL_BAD_ARGUMENT);  // needs pinning
+  EXPECT_NE(std::string(unipool_last_error()).find("pin_thread"), std::string::npos);
   EXPECT_EQ(unipool_host_alloc(nullptr, 10), nullptr);
 }
 
