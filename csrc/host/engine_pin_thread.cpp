@@ -50,7 +50,7 @@ void Engine::stop_pin_thread() noexcept {
     pin_.stop = true;
     pthread_cond_signal(&pin_.wake);
   }
-  InternalScope internal;  // the thread's exit frees its TLS
+  InternalScope internal;  // pthread_join frees the thread's TLS block from here
   pthread_join(pin_.thread, nullptr);
   pin_.running.store(false, std::memory_order_release);
 }
