@@ -10,6 +10,14 @@
 
 namespace unipool::kv {
 
+enum class SimdLevel { base, avx2, avx512 };
+
+// The loops in use: the best the CPU has, picked at load time.
+SimdLevel simd_level() noexcept;
+// For tests, which run every variant: false (and no change) if the CPU lacks
+// it. Not thread-safe: call before any pool is in use.
+bool use_simd_level(SimdLevel level) noexcept;
+
 // out[k] = first + k for k < n.
 template <class Id>
 void write_run(Id* out, uint64_t first, size_t n) noexcept;
