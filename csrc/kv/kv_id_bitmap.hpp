@@ -11,9 +11,11 @@
 // Not thread-safe: the pool's lock guards it.
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace unipool {
@@ -21,37 +23,55 @@ namespace unipool {
 class KVIdBitmap {
  public:
   static constexpr uint64_t kAll = ~uint64_t{0};
+  static constexpr size_t kMaxLevels = 8;  // 64^7 > 2^32 ids
+
+  // Holds pointers into its own storage: never copied.
+  KVIdBitmap() = default;
+  KVIdBitmap(const KVIdBitmap&) = delete;
+  KVIdBitmap& operator=(const KVIdBitmap&) = delete;
 
   // `n` ids, every one set (all_set) or none. Bits past n stay clear forever.
   void init(uint64_t n, bool all_set) {
     size_ = n;
     count_ = all_set ? n : 0;
-    levels_.clear();
-    uint64_t words = (n + 63) / 64;
-    levels_.emplace_back(words, all_set ? kAll : 0);
-    if (all_set && n % 64) levels_[0].back() = (uint64_t{1} << (n % 64)) - 1;
-    while (words > 1) {
-      const std::vector<uint64_t>& below = levels_.back();
-      std::vector<uint64_t> above((words + 63) / 64, 0);
-      for (uint64_t w = 0; w < words; ++w) {
-        if (below[w]) above[w / 64] |= uint64_t{1} << (w % 64);
+    // Every level in one vector, level 0 first: a summary word is then one
+    // load from a pointer held here, not two through a vector of vectors.
+    std::array<size_t, kMaxLevels> sizes{};
+    size_t total = 0;
+    levels_ = 0;
+    for (uint64_t words = (n + 63) / 64;; words = (words + 63) / 64) {
+      sizes[levels_++] = words;
+      total += words;
+      if (words <= 1) break;
+    }
+    storage_.assign(total, 0);
+    size_t at = 0;
+    for (size_t l = 0; l < levels_; ++l) {
+      level_[l] = storage_.data() + at;
+      level_size_[l] = sizes[l];
+      at += sizes[l];
+    }
+    if (!all_set) return;
+    for (size_t w = 0; w < sizes[0]; ++w) level_[0][w] = kAll;
+    if (n % 64) level_[0][sizes[0] - 1] = (uint64_t{1} << (n % 64)) - 1;
+    for (size_t l = 1; l < levels_; ++l) {
+      for (size_t w = 0; w < sizes[l - 1]; ++w) {
+        if (level_[l - 1][w]) level_[l][w / 64] |= uint64_t{1} << (w % 64);
       }
-      words = above.size();
-      levels_.push_back(std::move(above));
     }
   }
 
   uint64_t size() const noexcept { return size_; }
   uint64_t count() const noexcept { return count_; }
-  size_t num_words() const noexcept { return levels_[0].size(); }
-  uint64_t word(size_t w) const noexcept { return levels_[0][w]; }
-  bool test(uint64_t id) const noexcept { return (levels_[0][id / 64] >> (id % 64)) & 1; }
+  size_t num_words() const noexcept { return level_size_[0]; }
+  uint64_t word(size_t w) const noexcept { return level_[0][w]; }
+  bool test(uint64_t id) const noexcept { return (level_[0][id / 64] >> (id % 64)) & 1; }
 
   // The lowest word holding a set bit. Only when count() > 0.
   size_t lowest_word() const noexcept {
     size_t w = 0;
-    for (size_t level = levels_.size() - 1; level > 0; --level) {
-      w = w * 64 + static_cast<size_t>(std::countr_zero(levels_[level][w]));
+    for (size_t level = levels_ - 1; level > 0; --level) {
+      w = w * 64 + static_cast<size_t>(std::countr_zero(level_[level][w]));
     }
     return w;
   }
@@ -59,7 +79,7 @@ class KVIdBitmap {
   // Sets the `bits` bits of `mask` in word w; they must be clear. (The caller
   // knows how many: a popcount is a library call on baseline x86-64.)
   void insert(size_t w, uint64_t mask, uint64_t bits) noexcept {
-    uint64_t& x = levels_[0][w];
+    uint64_t& x = level_[0][w];
     const bool was_empty = x == 0;
     x |= mask;
     count_ += bits;
@@ -68,7 +88,7 @@ class KVIdBitmap {
 
   // Clears the `bits` bits of `mask` in word w; they must be set.
   void erase(size_t w, uint64_t mask, uint64_t bits) noexcept {
-    uint64_t& x = levels_[0][w];
+    uint64_t& x = level_[0][w];
     x &= ~mask;
     count_ -= bits;
     if (x == 0 && mask) mark(w, false);
@@ -79,12 +99,12 @@ class KVIdBitmap {
   // order), then reports them with bulk_inserted(), which fixes the count
   // and the summaries, before any other call. Every id's summary bit is only
   // read; a summary is climbed once per word that turned non-empty.
-  uint64_t* bulk_words() noexcept { return levels_[0].data(); }
+  uint64_t* bulk_words() noexcept { return level_[0]; }
   template <class Id>
   void bulk_inserted(const Id* ids, size_t n) noexcept {
     count_ += n;
-    if (levels_.size() == 1) return;
-    const uint64_t* summary = levels_[1].data();
+    if (levels_ == 1) return;
+    const uint64_t* summary = level_[1];
     for (size_t i = 0; i < n; ++i) {
       const uint64_t w = static_cast<uint64_t>(ids[i]) / 64;
       if (!((summary[w / 64] >> (w % 64)) & 1)) mark(w, true);
@@ -92,15 +112,15 @@ class KVIdBitmap {
   }
 
   // Level `level`'s words (0: the ids), for validate().
-  size_t num_levels() const noexcept { return levels_.size(); }
-  const std::vector<uint64_t>& level(size_t i) const noexcept { return levels_[i]; }
+  size_t num_levels() const noexcept { return levels_; }
+  std::span<const uint64_t> level(size_t i) const noexcept { return {level_[i], level_size_[i]}; }
 
  private:
   // Word w of level 0 turned non-empty (set) or empty (!set): flip its bit
   // in the summary, and climb while the summary word turns likewise.
   void mark(size_t w, bool set) noexcept {
-    for (size_t level = 1; level < levels_.size(); ++level) {
-      uint64_t& s = levels_[level][w / 64];
+    for (size_t level = 1; level < levels_; ++level) {
+      uint64_t& s = level_[level][w / 64];
       const uint64_t bit = uint64_t{1} << (w % 64);
       const bool was_empty = s == 0;
       s = set ? (s | bit) : (s & ~bit);
@@ -109,7 +129,10 @@ class KVIdBitmap {
     }
   }
 
-  std::vector<std::vector<uint64_t>> levels_;
+  std::vector<uint64_t> storage_;
+  std::array<uint64_t*, kMaxLevels> level_{};
+  std::array<size_t, kMaxLevels> level_size_{};
+  size_t levels_ = 0;
   uint64_t size_ = 0, count_ = 0;
 };
 

@@ -14,8 +14,6 @@ namespace unipool::kv {
 
 using State = KVBlockPool::State;
 
-inline uint64_t low_bits(uint64_t count) { return count >= 64 ? KVIdBitmap::kAll : (uint64_t{1} << count) - 1; }
-
 // Set bits of x in a few shifts and masks: std::popcount is a library call
 // on baseline x86-64.
 inline uint64_t count_bits(uint64_t x) noexcept {
@@ -86,22 +84,32 @@ bool is_run(const Id* ids, size_t n) noexcept {
 }
 
 // The live blocks [first, first + n) leave the live bitmap (and join the free
-// one when to_free), a word at a time. False, changing nothing, if the run
-// leaves the pool or any block of it is not live.
+// one when to_free), a word at a time (n > 0). False, changing nothing, if
+// the run leaves the pool or any block of it is not live. A run of a batch of
+// 64 or fewer spans one or two words: the words between are whole.
 inline bool release_run(State& s, uint64_t num_blocks, uint64_t first, uint64_t n, bool to_free) noexcept {
   if (first >= num_blocks || n > num_blocks - first) return false;
-  const uint64_t end = first + n;
-  auto mask_of = [&](uint64_t w) {
-    const uint64_t lo = std::max(first, w * 64) - w * 64, hi = std::min(end, w * 64 + 64) - w * 64;
-    return low_bits(hi - lo) << lo;
-  };
-  uint64_t missing = 0;
-  for (uint64_t w = first / 64; w * 64 < end; ++w) missing |= mask_of(w) & ~s.live[w];
-  if (missing) return false;
-  for (uint64_t w = first / 64; w * 64 < end; ++w) {
-    const uint64_t m = mask_of(w);
-    s.live[w] &= ~m;
-    if (to_free) s.free.insert(w, m, std::min(end, w * 64 + 64) - std::max(first, w * 64));
+  const uint64_t last = first + n - 1;
+  const size_t w0 = first / 64, w1 = last / 64;
+  const uint64_t head = KVIdBitmap::kAll << (first % 64), tail = KVIdBitmap::kAll >> (63 - last % 64);
+  uint64_t* live = s.live.data();
+  if (w0 == w1) {
+    const uint64_t m = head & tail;
+    if ((live[w0] & m) != m) return false;
+    live[w0] &= ~m;
+    if (to_free) s.free.insert(w0, m, n);
+    return true;
+  }
+  bool all_live = (live[w0] & head) == head && (live[w1] & tail) == tail;
+  for (size_t w = w0 + 1; w < w1; ++w) all_live &= live[w] == KVIdBitmap::kAll;
+  if (!all_live) return false;
+  live[w0] &= ~head;
+  live[w1] &= ~tail;
+  for (size_t w = w0 + 1; w < w1; ++w) live[w] = 0;
+  if (to_free) {
+    s.free.insert(w0, head, 64 - first % 64);
+    for (size_t w = w0 + 1; w < w1; ++w) s.free.insert(w, KVIdBitmap::kAll, 64);
+    s.free.insert(w1, tail, last % 64 + 1);
   }
   return true;
 }

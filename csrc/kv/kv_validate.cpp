@@ -19,8 +19,8 @@ uint64_t popcount(uint64_t x) { return static_cast<uint64_t>(std::popcount(x)); 
 // when that word is not zero, and nothing past the last such word.
 bool summaries_agree(const KVIdBitmap& b, std::string* why) {
   for (size_t level = 1; level < b.num_levels(); ++level) {
-    const std::vector<uint64_t>& below = b.level(level - 1);
-    const std::vector<uint64_t>& here = b.level(level);
+    const std::span<const uint64_t> below = b.level(level - 1);
+    const std::span<const uint64_t> here = b.level(level);
     if (here.size() != (below.size() + 63) / 64) return fail(why, "summary level " + std::to_string(level) + " has the wrong size");
     for (size_t w = 0; w < here.size() * 64; ++w) {
       const bool bit = (here[w / 64] >> (w % 64)) & 1;
