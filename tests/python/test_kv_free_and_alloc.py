@@ -119,3 +119,30 @@ def test_ids_in_tensors_that_cannot_be_ids_are_refused():
     assert p.stats()["live_blocks"] == 2
     p.free(ids)
     p.validate()
+
+
+@pytest.mark.parametrize("dtype,itemsize", [(torch.int64, 8), (torch.int32, 4)])
+def test_ids_in_a_view_at_an_offset_are_read_and_written_in_place(dtype, itemsize):
+    # out and ids are contiguous slices of a bigger buffer: the ids go at the
+    # view's own offset, and nothing around it is touched.
+    p = pool_of(64)
+    buf = torch.full((40,), -7, dtype=dtype)
+    view = buf[10:26]
+    assert view.storage_offset() == 10
+    p.alloc(16, view)
+    assert view.tolist() == list(range(16))
+    assert buf[:10].tolist() == [-7] * 10 and buf[26:].tolist() == [-7] * 14
+    p.free_and_alloc(view[4:8], 4, view[4:8])  # in place, at offset 14
+    assert view.tolist() == list(range(16))
+    p.free(view)
+    assert p.free_blocks == 64
+    p.validate()
+
+
+def test_an_empty_out_tensor_takes_nothing():
+    p = pool_of(8)
+    out = torch.empty(0, dtype=torch.int64)
+    assert p.alloc(0, out) is out
+    assert p.free_and_alloc(out, 0, out) is out
+    assert p.free_blocks == 8
+    p.validate()

@@ -88,12 +88,26 @@ struct IdTensor {
   const auto dtype = c10::typeMetaToScalarType(t->dtype());
   // Layout first: is_contiguous() throws for a sparse tensor.
   if (t->device_type() != c10::DeviceType::CPU || t->layout() != c10::kStrided || t->dim() != 1 ||
-      (dtype != at::kLong && dtype != at::kInt) || !t->is_contiguous() || !t->has_storage()) {
+      (dtype != at::kLong && dtype != at::kInt) || !t->is_contiguous()) {
     return false;
   }
+  // The storage's pointer plus the offset, as TensorImpl::data() computes it
+  // but without its second out-of-line has_storage() call. A tensor without
+  // storage (a wrapper subclass) is not one; a storage that refuses access
+  // throws, and is not one either.
+  const c10::Storage& storage = t->unsafe_storage();
+  if (!storage) return false;
   ids.n = t->numel();
   ids.is64 = dtype == at::kLong;
-  ids.data = ids.n == 0 ? nullptr : write ? t->mutable_data() : const_cast<void*>(t->data());
+  ids.data = nullptr;
+  if (ids.n == 0) return true;
+  try {
+    char* base = write ? static_cast<char*>(storage.mutable_data())
+                       : static_cast<char*>(const_cast<void*>(storage.data()));
+    ids.data = base + t->storage_offset() * (ids.is64 ? 8 : 4);
+  } catch (const std::exception&) {
+    return false;
+  }
   return true;
 }
 
