@@ -143,6 +143,20 @@ UNIPOOL_ALWAYS_INLINE void RangeAllocator::unfile_free(uint32_t index) {
   --free_ranges_;
 }
 
+// Gives filed free range `index` a new extent. It stays where it is when it
+// heads its bin and the bin does not change: unfiling and filing it again
+// would leave it at the head of the same bin, so the lists end up exactly as
+// if it had been refiled. That is the common case for the large free range
+// at the end, which blocks are carved from and freed back into.
+UNIPOOL_ALWAYS_INLINE void RangeAllocator::resize_free(uint32_t index, uint64_t offset, uint64_t size) {
+  Node& n = nodes_[index];
+  const bool stays = n.link.prev == kNone && bin_of(size) == bin_of(n.size);
+  if (!stays) unfile_free(index);
+  n.offset = offset;
+  n.size = size & kSizeMask;
+  if (!stays) file_free(index);
+}
+
 // The smallest range >= need among the first fit_scan_limit ranges of a bin;
 // an exact fit ends the search at once.
 UNIPOOL_ALWAYS_INLINE uint32_t RangeAllocator::best_fit_in_bin(uint32_t bin, uint64_t need) const {
@@ -162,6 +176,12 @@ UNIPOOL_ALWAYS_INLINE uint32_t RangeAllocator::best_fit_in_bin(uint32_t bin, uin
 }
 
 UNIPOOL_ALWAYS_INLINE uint32_t RangeAllocator::find_range(uint64_t need) const {
+  // 0. Only the range at the end is free (a pool filled from the front with
+  // nothing freed below its top, as between rounds of blocks that are all
+  // freed together): the search below could find no other, so skip it.
+  if (free_ranges_ == 1 && nodes_[last_node_].state == kFree) {
+    return nodes_[last_node_].size >= need ? last_node_ : kNone;
+  }
   // 1. The bin holding `need`: where a freed block of this very size sits.
   const uint32_t own = bin_of(need);
   if (bin_head_[own] != kNone) {
@@ -201,8 +221,9 @@ RangeAllocation RangeAllocator::allocate(uint64_t size, uint64_t alignment) {
   if (extent > capacity_ - used_bytes_) return failure(Status::out_of_space);
   const uint32_t index = find_range(extent);
   if (index == kNone) return failure(Status::out_of_space);
-  if (!take_front(index, extent)) return failure(Status::allocation_limit);
-  return finish_allocation(index, size);
+  const uint32_t used = take_front(index, extent);
+  if (used == kNone) return failure(Status::allocation_limit);
+  return finish_allocation(used, size);
 }
 
 // The rare path: an alignment stricter than the pool's. Searches for room
@@ -222,8 +243,7 @@ RangeAllocation RangeAllocator::allocate_aligned(uint64_t size, uint64_t alignme
 
   const uint64_t head = align_up(nodes_[index].offset, alignment) - nodes_[index].offset;
   if (head > 0) split_off_head(index, head);
-  take_front(index, extent);
-  return finish_allocation(index, size);
+  return finish_allocation(take_front(index, extent), size);
 }
 
 // A head and a tail split both need a node: once the range is split both
@@ -253,8 +273,7 @@ RangeAllocation RangeAllocator::allocate_at(uint64_t offset, uint64_t size) {
   if (!reserve_spare_nodes()) return failure(Status::allocation_limit);
   const uint64_t head = offset - nodes_[index].offset;
   if (head > 0) split_off_head(index, head);
-  take_front(index, extent);
-  return finish_allocation(index, size);
+  return finish_allocation(take_front(index, extent), size);
 }
 
 // The range (used or free) that contains `offset`, walking back from the
@@ -275,35 +294,36 @@ UNIPOOL_ALWAYS_INLINE RangeAllocation RangeAllocator::finish_allocation(uint32_t
   used_bytes_ += n.size;
   requested_bytes_ += size;
   ++live_allocations_;
-  return RangeAllocation{n.offset, make_handle(index, n.live.generation), Status::ok};
+  return RangeAllocation{n.offset, make_handle(index, n.live.generation), Status::ok, n.size};
 }
 
 // Turns the first `size` bytes of free range `index` into a used range and
-// files the rest, if any, as a free range of its own. The rest borders a used
-// range (free ranges never touch), so it needs no merging.
-UNIPOOL_ALWAYS_INLINE bool RangeAllocator::take_front(uint32_t index, uint64_t size) {
-  const uint64_t tail = nodes_[index].size - size;
-  uint32_t tail_node = kNone;
-  if (tail > 0) {
-    tail_node = acquire_node();  // first: it may grow nodes_ and move it
-    if (tail_node == kNone) return false;
+// returns its node (kNone when no node is left for it). The used front gets a
+// node of its own and the rest keeps the free range's node, in its bin unless
+// the bin changes: carving blocks one after another from the large free range
+// at the end touches no bin list. The rest borders a used range (free ranges
+// never touch), so it needs no merging. An exact fit turns the free range's
+// own node into the used one.
+UNIPOOL_ALWAYS_INLINE uint32_t RangeAllocator::take_front(uint32_t index, uint64_t size) {
+  const uint64_t rest = nodes_[index].size - size;
+  if (rest == 0) {
+    unfile_free(index);
+    nodes_[index].state = kUsed;
+    return index;
   }
-  unfile_free(index);
-  Node& n = nodes_[index];
-  if (tail_node != kNone) {
-    Node& t = nodes_[tail_node];
-    t.offset = n.offset + size;
-    t.size = tail & kSizeMask;
-    t.prev_addr = index;
-    t.next_addr = n.next_addr;
-    if (n.next_addr != kNone) nodes_[n.next_addr].prev_addr = tail_node;
-    n.next_addr = tail_node;
-    if (last_node_ == index) last_node_ = tail_node;
-    file_free(tail_node);
-  }
-  n.size = size & kSizeMask;
-  n.state = kUsed;
-  return true;
+  const uint32_t used = acquire_node();  // first: it may grow nodes_ and move it
+  if (used == kNone) return kNone;
+  Node& f = nodes_[index];
+  Node& u = nodes_[used];
+  u.offset = f.offset;
+  u.size = size & kSizeMask;
+  u.state = kUsed;
+  u.prev_addr = f.prev_addr;
+  u.next_addr = index;
+  if (f.prev_addr != kNone) nodes_[f.prev_addr].next_addr = used;
+  f.prev_addr = used;
+  resize_free(index, f.offset + size, rest);
+  return used;
 }
 
 // Splits the first `head` bytes of free range `index` off into a free range
@@ -336,37 +356,48 @@ UNIPOOL_ALWAYS_INLINE uint32_t RangeAllocator::node_for(uint64_t offset, uint64_
 }
 
 Status RangeAllocator::free(uint64_t offset, uint64_t handle) {
-  uint32_t index = node_for(offset, handle);
+  const uint32_t index = node_for(offset, handle);
   if (index == kNone) return Status::not_live;
-  used_bytes_ -= nodes_[index].size;
-  requested_bytes_ -= nodes_[index].size - nodes_[index].live.padding;
+  const Node& n = nodes_[index];
+  used_bytes_ -= n.size;
+  requested_bytes_ -= n.size - n.live.padding;
   --live_allocations_;
 
-  const uint32_t left = nodes_[index].prev_addr;
-  if (left != kNone && nodes_[left].state == kFree) {
-    unfile_free(left);
-    absorb_next(left);  // left swallows index
-    index = left;
-  }
-  const uint32_t right = nodes_[index].next_addr;
+  // The freed range merges with its free neighbours into the node of one of
+  // them, the right one when it is free, which stays in its bin unless the bin
+  // changes: a block freed next to the free range at the end just grows it.
+  const uint32_t left = n.prev_addr;
+  const uint32_t right = n.next_addr;
+  const bool left_free = left != kNone && nodes_[left].state == kFree;
   if (right != kNone && nodes_[right].state == kFree) {
-    unfile_free(right);
-    absorb_next(index);
+    uint64_t start = n.offset;
+    uint64_t size = n.size + nodes_[right].size;
+    if (left_free) {
+      unfile_free(left);
+      start = nodes_[left].offset;
+      size += nodes_[left].size;
+      drop_range(left);
+    }
+    drop_range(index);
+    resize_free(right, start, size);
+  } else if (left_free) {
+    const uint64_t size = nodes_[left].size + n.size;
+    drop_range(index);
+    resize_free(left, nodes_[left].offset, size);
+  } else {
+    file_free(index);
   }
-  file_free(index);
   return Status::ok;
 }
 
-// Merges the range after `index` into it and recycles that node.
-UNIPOOL_ALWAYS_INLINE void RangeAllocator::absorb_next(uint32_t index) {
-  Node& n = nodes_[index];
-  const uint32_t next = n.next_addr;
-  Node& gone = nodes_[next];
-  n.size = (n.size + gone.size) & kSizeMask;
-  n.next_addr = gone.next_addr;
-  if (gone.next_addr != kNone) nodes_[gone.next_addr].prev_addr = index;
-  if (last_node_ == next) last_node_ = index;
-  release_node(next);
+// Takes a range whose bytes a neighbour has taken over out of the address
+// order and recycles its node (which must not be filed in a bin).
+UNIPOOL_ALWAYS_INLINE void RangeAllocator::drop_range(uint32_t index) {
+  const Node& n = nodes_[index];
+  if (n.prev_addr != kNone) nodes_[n.prev_addr].next_addr = n.next_addr;
+  if (n.next_addr != kNone) nodes_[n.next_addr].prev_addr = n.prev_addr;
+  if (last_node_ == index) last_node_ = n.prev_addr;
+  release_node(index);
 }
 
 uint64_t RangeAllocator::allocation_size(uint64_t offset, uint64_t handle) const {
@@ -379,9 +410,7 @@ Status RangeAllocator::extend(uint64_t bytes) {
   if (bytes == 0) return Status::ok;
   if (bytes >= kMaxBytes || capacity_ + bytes >= kMaxBytes) return Status::too_large;
   if (last_node_ != kNone && nodes_[last_node_].state == kFree) {
-    unfile_free(last_node_);
-    nodes_[last_node_].size = (nodes_[last_node_].size + bytes) & kSizeMask;
-    file_free(last_node_);
+    resize_free(last_node_, nodes_[last_node_].offset, nodes_[last_node_].size + bytes);
   } else {
     const uint32_t index = acquire_node();
     if (index == kNone) return Status::allocation_limit;

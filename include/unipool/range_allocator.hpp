@@ -53,6 +53,10 @@ struct RangeAllocation {
   uint64_t offset = kNoOffset;
   uint64_t handle = 0;
   Status status = Status::out_of_space;
+  // The range's size: the request rounded up to the pool alignment (what
+  // allocation_size() answers while it is live), so a caller need not look
+  // the allocation up again. 0 on failure.
+  uint64_t extent = 0;
 
   explicit operator bool() const noexcept { return status == Status::ok; }
 };
@@ -158,13 +162,14 @@ class RangeAllocator {
   void release_node(uint32_t index);
   void file_free(uint32_t index);
   void unfile_free(uint32_t index);
+  void resize_free(uint32_t index, uint64_t offset, uint64_t size);
   uint32_t best_fit_in_bin(uint32_t bin, uint64_t need) const;
   uint32_t find_range(uint64_t need) const;
   RangeAllocation allocate_aligned(uint64_t size, uint64_t alignment);
   RangeAllocation finish_allocation(uint32_t index, uint64_t size);
-  bool take_front(uint32_t index, uint64_t size);
+  uint32_t take_front(uint32_t index, uint64_t size);
   void split_off_head(uint32_t index, uint64_t head);
-  void absorb_next(uint32_t index);
+  void drop_range(uint32_t index);
   uint32_t node_for(uint64_t offset, uint64_t handle) const;
   uint32_t range_holding(uint64_t offset) const;
   bool reserve_spare_nodes();
