@@ -94,7 +94,7 @@ Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, con
       return Status::out_of_space;
     }
     if (r) {
-      const uint64_t extent = ranges_->allocation_size(r.offset, r.handle);
+      const uint64_t extent = r.extent;
       recommit(r.offset, extent, settings, delta);
       *fresh = r.offset >= handed_high_;
       if (r.offset + extent > handed_high_) handed_high_ = r.offset + extent;

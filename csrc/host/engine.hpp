@@ -202,7 +202,9 @@ class Engine {
   // Live large blocks changed by (blocks, requested, extent): into the
   // calling thread's heap tally, folded at kLargeFoldBytes, or straight into
   // the gauges for a thread without a heap.
-  void account_large(int64_t blocks, int64_t requested, int64_t extent) noexcept;
+  void account_large(Heap* heap, int64_t blocks, int64_t requested, int64_t extent) noexcept;
+  Heap* large_heap() const noexcept;  // the calling thread's heap of this pool, or null
+  uint32_t large_arena_of(Heap* heap) noexcept;  // the arena of the thread's shard
   void fold_large(Heap* heap) noexcept;
   struct LargeSums {
     int64_t blocks = 0, requested = 0, extent = 0;

@@ -104,7 +104,7 @@ Status Engine::try_arena(uint32_t i, uint64_t size, uint64_t alignment, ArenaGra
       arena.allocate(size, alignment, headroom(), arena_settings_, &out->range, &delta, why, blocked, &out->fresh);
   if (s == Status::ok) {
     out->index = i;
-    out->extent = arena.ranges().allocation_size(out->range.offset, out->range.handle);
+    out->extent = out->range.extent;
     out->pinned = arena.range_pinned(out->range.offset, out->extent);
   }
   want_ahead(i);
@@ -180,12 +180,13 @@ void move(std::atomic<int64_t>& counter, int64_t by) noexcept {  // owner only
 }
 }  // namespace
 
-void Engine::account_large(int64_t blocks, int64_t requested, int64_t extent) noexcept {
-  Heap* heap = nullptr;
-  if (slot_ != 0) {
-    const HeapRef& ref = t_thread->heaps[slot_];
-    if (ref.generation == generation_) heap = ref.heap;
-  }
+Heap* Engine::large_heap() const noexcept {
+  if (slot_ == 0) return nullptr;
+  const HeapRef& ref = t_thread->heaps[slot_];
+  return ref.generation == generation_ ? ref.heap : nullptr;
+}
+
+void Engine::account_large(Heap* heap, int64_t blocks, int64_t requested, int64_t extent) noexcept {
   if (heap == nullptr) {
     large_count_.fetch_add(static_cast<uint64_t>(blocks), std::memory_order_relaxed);
     requested_.add(requested);
@@ -237,19 +238,43 @@ Engine::LargeSums Engine::count_large_tallies() const noexcept {
 
 // ---- blocks ------------------------------------------------------------------------------
 
-void* Engine::allocate_large(size_t size, size_t alignment, bool* fresh) noexcept {
-  const uint64_t pad = alignment > kLargeHeader ? alignment : kLargeHeader;
-  // Threads spread their large blocks over the shards' arenas by the order
-  // they started (the first thread, and every shards_-th after it, on arena
-  // 0 with the segments), so threads that allocate large blocks together do
-  // not queue on one lock. Decided once per thread: a thread that moved
-  // later would leave pages it touched behind (more page faults).
+// Threads spread their large blocks over the shards' arenas by the order
+// they started (the first thread, and every shards_-th after it, on arena 0
+// with the segments), so threads that allocate large blocks together do not
+// queue on one lock. Decided once per thread (and remembered in its heap): a
+// thread that moved later would leave pages it touched behind (more page
+// faults).
+uint32_t Engine::large_arena_of(Heap* heap) noexcept {
+  if (heap != nullptr && heap->large_arena != 0) return heap->large_arena - 1;
   ThreadState* thread = current_thread_state();
   const uint32_t shard = thread != nullptr ? thread->seed % shards_ : 0;
+  const uint32_t arena = arena_of_shard(shard);
+  if (heap != nullptr) heap->large_arena = arena + 1;
+  return arena;
+}
+
+void* Engine::allocate_large(size_t size, size_t alignment, bool* fresh) noexcept {
+  const uint64_t pad = alignment > kLargeHeader ? alignment : kLargeHeader;
+  const uint64_t range_alignment = alignment > kLargeHeader ? alignment : 0;
+  Heap* heap = large_heap();
+  const uint32_t preferred = large_arena_of(heap);
   ArenaGrant g;
   Message why;
-  const Status s = arena_allocate(arena_of_shard(shard), size + pad, alignment > kLargeHeader ? alignment : 0, &g,
-                                  &why);
+  // The thread's arena first, at once (the first thing arena_allocate would
+  // try); arena_allocate itself, with its pinner set-up, limit, waits for the
+  // pinning thread, other arenas and new arenas, only when the arena is full
+  // or being pinned ahead, or for the first request and with a limit. Any
+  // other failure is final, as it would be there.
+  Status s = Status::out_of_space;
+  ArenaBlocked blocked = ArenaBlocked::full;
+  if (config_.limit == 0 && pinner_checked_.load(std::memory_order_acquire) &&
+      preferred < arena_count_.load(std::memory_order_acquire)) {
+    s = try_arena(preferred, size + pad, range_alignment, &g, &why, &blocked);
+  }
+  if (s != Status::ok && blocked != ArenaBlocked::no) {
+    why = Message{};
+    s = arena_allocate(preferred, size + pad, range_alignment, &g, &why);
+  }
   if (s != Status::ok) {
     fail(s, Message{}.add("unipool host pool: cannot allocate ").add_dec(size).add(" bytes: ").add(why.c_str()));
     return nullptr;
@@ -265,7 +290,7 @@ void* Engine::allocate_large(size_t size, size_t alignment, bool* fresh) noexcep
   h->pad = static_cast<uint32_t>(pad);
   h->pinned = g.pinned ? 1 : 0;
   __atomic_store_n(&h->magic, kLargeLive ^ reinterpret_cast<uintptr_t>(user) ^ secret_, __ATOMIC_RELEASE);
-  account_large(1, static_cast<int64_t>(size), static_cast<int64_t>(g.extent));
+  account_large(heap, 1, static_cast<int64_t>(size), static_cast<int64_t>(g.extent));
   if (fresh != nullptr) *fresh = g.fresh;
   return user;
 }
@@ -322,7 +347,7 @@ Status Engine::free_large(uint32_t arena_index, void* p) noexcept {
     arena->maybe_trim(retain_, &delta);
     apply(delta);
   }
-  account_large(-1, -static_cast<int64_t>(requested), -static_cast<int64_t>(extent));
+  account_large(large_heap(), -1, -static_cast<int64_t>(requested), -static_cast<int64_t>(extent));
   return Status::ok;
 }
 

@@ -13,6 +13,17 @@ namespace unipool::host {
 
 class Message {
  public:
+  // Only the first byte is cleared: the allocation paths build one or two
+  // per call and fill them only on failure (clearing all 256 bytes of each
+  // was ~3% of hakmem_mixed's profile: docs/host_benchmarks.md, round 4).
+  Message() noexcept { text_[0] = '\0'; }
+  Message(const Message& other) noexcept : size_(other.size_) { copy_text(other); }
+  Message& operator=(const Message& other) noexcept {
+    size_ = other.size_;
+    copy_text(other);
+    return *this;
+  }
+
   Message& add(const char* text) noexcept;
   Message& add_hex(uint64_t value) noexcept;
   Message& add_dec(uint64_t value) noexcept;
@@ -20,7 +31,11 @@ class Message {
   const char* c_str() const noexcept { return text_; }
 
  private:
-  char text_[256] = {};
+  void copy_text(const Message& other) noexcept {
+    for (size_t i = 0; i <= size_; ++i) text_[i] = other.text_[i];
+  }
+
+  char text_[256];
   size_t size_ = 0;
 };
 

@@ -56,6 +56,7 @@ struct Heap {
   PageList empty[2];        // empty pages kept for reuse, by kind
   uint64_t empty_bytes = 0;
   LargeTally large;         // owner writes (relaxed load + store), stats() reads
+  uint32_t large_arena = 0;  // 1 + the arena of this thread's large blocks; 0: not chosen yet
   Heap* next = nullptr;     // the engine's list of heaps
   Heap* prev = nullptr;
 
@@ -91,6 +92,7 @@ inline void Heap::reset() noexcept {
   large.blocks.store(0, std::memory_order_relaxed);
   large.requested.store(0, std::memory_order_relaxed);
   large.extent.store(0, std::memory_order_relaxed);
+  large_arena = 0;
   next = nullptr;
   prev = nullptr;
 }
