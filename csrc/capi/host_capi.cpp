@@ -139,6 +139,10 @@ const char* unipool_host_pinning_state(unipool_host_pool_t* pool) {
   return pool ? unipool::to_string(pool_of(pool)->pinning_state()) : "";
 }
 
+void unipool_host_wait_for_pinning(unipool_host_pool_t* pool) {
+  if (pool) pool_of(pool)->wait_for_pinning();
+}
+
 void unipool_host_flush_thread_cache(unipool_host_pool_t* pool) {
   if (pool) pool_of(pool)->flush_thread_cache();
 }
@@ -156,7 +160,8 @@ unipool_status_t unipool_host_get_stats(unipool_host_pool_t* pool, unipool_host_
                               s.deferred_blocks, s.arena_free_bytes, s.overhead_bytes, s.reserved_bytes,
                               s.small_blocks, s.middle_blocks, s.large_blocks, s.huge_blocks,
                               s.huge_cache_hits, s.huge_cache_misses, s.pin_registrations, s.pin_failures,
-                              s.pageable_bytes, s.hugetlb_fallbacks, s.misuse_errors};
+                              s.pageable_bytes, s.hugetlb_fallbacks, s.misuse_errors,
+                              s.pin_thread_registrations, s.pin_thread_waits};
   return UNIPOOL_OK;
 }
 

@@ -120,6 +120,7 @@ Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, con
     uint64_t bytes = end > committed_end_ ? round_up(end - committed_end_, chunk_) : chunk_;
     if (attempt > 0) bytes += chunk_;  // a previous estimate fell short
     if (bytes > headroom - grown) {
+      *blocked = ArenaBlocked::limit;
       why->add("the pool's limit on committed bytes is reached");
       return Status::out_of_space;
     }

@@ -55,6 +55,7 @@ struct ArenaDelta {
 enum class ArenaBlocked : uint8_t {
   no,       // it could (or failed for another reason: see the status)
   full,     // the reserved address space is used up
+  limit,    // growing would pass the pool's limit on committed bytes
   pinning,  // the pinning thread is registering the chunks at the end
 };
 

@@ -53,9 +53,7 @@ Status Arena::finish_ahead(AheadWork& work, const ArenaSettings& settings, Arena
   if (work.commit.hugetlb_fallback) ++delta->hugetlb_fallbacks;
   const uint64_t first = committed_end_ / chunk_;
   const uint64_t count = work.bytes / chunk_;
-  if (work.pinned) {
-    ++delta->registrations;
-  } else {
+  if (!work.pinned) {
     ++delta->pin_failures;
     if (settings.pinned == HostPinned::on) {
       ahead_failed_ = true;  // allocations pin for themselves until one succeeds
@@ -71,6 +69,7 @@ Status Arena::finish_ahead(AheadWork& work, const ArenaSettings& settings, Arena
       return Status::out_of_space;
     }
   }
+  if (work.pinned) ++delta->registrations;  // counted once it is the arena's
   const uint8_t s = work.pinned ? kPinned : kPinFailed;
   for (uint64_t k = 0; k < count; ++k) chunks_[first + k] = s;
   if (work.pinned) chunks_[first] |= kRegistrationStart;

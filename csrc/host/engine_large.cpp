@@ -124,6 +124,7 @@ Status Engine::arena_allocate(uint32_t preferred, uint64_t size, uint64_t alignm
     const uint32_t count = arena_count_.load(std::memory_order_acquire);
     const uint32_t first = preferred < count ? preferred : 0;
     bool all_full = true;
+    bool limited = false;  // some arena would have to grow past the limit
     for (uint32_t k = 0; k < count && all_full; ++k) {
       // The preferred arena first, then the others in order.
       const uint32_t i = k == 0 ? first : (k <= first ? k - 1 : k);
@@ -141,17 +142,23 @@ Status Engine::arena_allocate(uint32_t preferred, uint64_t size, uint64_t alignm
         attempt = Message{};
         s = try_arena(i, size, alignment, out, &attempt, &blocked);
       }
-      const bool full = blocked == ArenaBlocked::full;
       if (s == Status::ok) {
         if (serial) setup_lock_.unlock();
         return Status::ok;
       }
-      if (!full) {
-        *why = attempt;
+      if (blocked == ArenaBlocked::full) continue;
+      if (blocked == ArenaBlocked::limit) {
+        // Another arena may still hold a free range that fits without growing.
+        if (!limited) *why = attempt;
+        limited = true;
         result = s;
-        all_full = false;
+        continue;
       }
+      *why = attempt;
+      result = s;
+      all_full = false;
     }
+    if (limited) break;  // a new arena would have to grow past the limit too
     if (!all_full) break;
     if (size + alignment > arena_settings_.reserve) {
       why->add("larger than an arena (reserve=").add_dec(arena_settings_.reserve).add(")");

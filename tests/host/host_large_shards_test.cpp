@@ -71,6 +71,36 @@ TEST(HostLargeShards, WithALimitEveryThreadSharesArenaZero) {
   EXPECT_VALID(pool);
 }
 
+TEST(HostLargeShards, UnderALimitAFreeRangeInAnotherArenaIsUsedBeforeRefusing) {
+  // Arena 0 keeps 20 MiB of its reservation unused; arena 1 holds a freed
+  // 30 MiB range. A 20 MiB request would push arena 0 past the limit: it
+  // must come from arena 1's free range, not be refused.
+  constexpr size_t kMiB = size_t{1} << 20;
+  HostPool pool("reserve=64MiB,huge_threshold=32MiB,limit=80MiB,retain=1GiB");
+  void* a = pool.allocate(20 * kMiB);
+  void* b = pool.allocate(20 * kMiB);
+  void* c = pool.allocate(30 * kMiB);  // does not fit arena 0: a second arena
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(pool.stats().reserved_bytes, 2 * (uint64_t{64} << 20));
+  ASSERT_EQ(pool.free(c), Status::ok);
+  const uint64_t committed = pool.stats().committed_bytes;
+  void* d = pool.allocate(20 * kMiB);
+  ASSERT_NE(d, nullptr) << HostPool::last_error();
+  EXPECT_EQ(d, c);  // the front of arena 1's free range
+  EXPECT_EQ(pool.stats().committed_bytes, committed);  // nothing grown
+  fill(d, 20 * kMiB, 7);
+  // Nothing free fits 40 MiB and growing passes the limit: a clear refusal.
+  EXPECT_EQ(pool.allocate(40 * kMiB), nullptr);
+  EXPECT_NE(std::string(HostPool::last_error()).find("limit"), std::string::npos) << HostPool::last_error();
+  EXPECT_LE(pool.stats().peak_committed_bytes, uint64_t{80} << 20);
+  EXPECT_TRUE(intact(d, 20 * kMiB, 7));
+  EXPECT_VALID(pool);
+  for (void* p : {a, b, d}) EXPECT_EQ(pool.free(p), Status::ok);
+  EXPECT_VALID(pool);
+}
+
 TEST(HostLargeShards, CountsAreExactWhileAThreadHoldsUnfoldedBlocks) {
   HostPool pool(kTestConf);
   std::barrier sync(2);

@@ -16,6 +16,7 @@
 #include "host_test_util.hpp"
 #include "support/test_scale.hpp"
 #include "test_pinner.hpp"
+#include "unipool/c/host.h"
 
 namespace unipool::test {
 namespace {
@@ -64,6 +65,28 @@ TEST(HostPinThread, PinsChunksAheadSoTheAllocatingThreadRegistersNothing) {
   // the chunks it pinned ahead included, and only what was registered.
   EXPECT_EQ(pinner_state().pinned(), 0u);
   EXPECT_EQ(pinner_state().bad_unpins, 0u);
+}
+
+TEST(HostPinThread, TheCAbiWaitsForTheThreadAndReportsItsCounts) {
+  UseTestPinner use;
+  unipool_host_pool_t* pool = nullptr;
+  ASSERT_EQ(unipool_host_create(conf("pinned=on,pin_thread=on,chunk=4MiB,max_pin=64MiB").c_str(), &pool),
+            UNIPOOL_OK);
+  void* first = unipool_host_alloc(pool, 1 << 20);
+  ASSERT_NE(first, nullptr) << unipool_last_error();
+  unipool_host_wait_for_pinning(pool);
+  unipool_host_stats_t st;
+  ASSERT_EQ(unipool_host_get_stats(pool, &st), UNIPOOL_OK);
+  // As through the C++ API: this thread's chunk, then 8 MiB from the thread.
+  EXPECT_EQ(st.pin_registrations, 2u);
+  EXPECT_EQ(st.pin_thread_registrations, 1u);
+  EXPECT_EQ(st.pin_thread_waits, 0u);
+  EXPECT_EQ(st.committed_bytes, 12 * kMiB);
+  EXPECT_EQ(pinner_state().pinned(), st.pinned_bytes);
+  EXPECT_EQ(unipool_host_free(pool, first), UNIPOOL_OK);
+  EXPECT_EQ(unipool_host_validate(pool), UNIPOOL_OK) << unipool_last_error();
+  unipool_host_destroy(pool);
+  EXPECT_EQ(pinner_state().pinned(), 0u);
 }
 
 TEST(HostPinThread, SmallBlocksGetTheirSegmentsFromChunksPinnedAhead) {

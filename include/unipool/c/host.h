@@ -28,6 +28,7 @@ typedef struct unipool_host_stats {
   uint64_t huge_cache_hits, huge_cache_misses;
   uint64_t pin_registrations, pin_failures, pageable_bytes, hugetlb_fallbacks;
   uint64_t misuse_errors;
+  uint64_t pin_thread_registrations, pin_thread_waits;
 } unipool_host_stats_t;
 
 /* A fence the pool polls for a deferred free: completed() returns nonzero
@@ -72,6 +73,9 @@ int unipool_host_is_pinned(unipool_host_pool_t* pool, const void* ptr);
 /* "pinned", "pageable (no CUDA device to pin with)", ... */
 const char* unipool_host_pinning_state(unipool_host_pool_t* pool);
 
+/* With pin_thread=on: returns once the pinning thread has no request taken
+ * or waiting (for tests and benchmarks that want a settled pool). */
+void unipool_host_wait_for_pinning(unipool_host_pool_t* pool);
 void unipool_host_flush_thread_cache(unipool_host_pool_t* pool);
 void unipool_host_trim(unipool_host_pool_t* pool);
 unipool_status_t unipool_host_get_stats(unipool_host_pool_t* pool, unipool_host_stats_t* out);
