@@ -139,19 +139,21 @@ class RangeAllocator {
   // can grow without invalidating them. 32 bytes, so a node never straddles
   // two cache lines: in big pools nearly every node visit is a cache miss.
   enum : uint64_t { kUnused = 0, kFree = 1, kUsed = 2 };
+  struct BinLink {
+    uint32_t prev, next;  // bin list; `next` also links the unused list
+  };
+  struct LiveInfo {
+    uint32_t generation;  // of the handle given out for this allocation
+    uint32_t padding;     // extent - requested (alignment waste)
+  };
   struct Node {
     uint64_t offset = 0;
     uint64_t size : 62 = 0;
     uint64_t state : 2 = kUnused;
     uint32_t prev_addr = kNone, next_addr = kNone;  // address-order neighbours
     union {
-      struct {
-        uint32_t prev, next;  // bin list; `next` also links the unused list
-      } link;
-      struct {
-        uint32_t generation;  // of the handle given out for this allocation
-        uint32_t padding;     // extent - requested (alignment waste)
-      } live;
+      BinLink link;   // free and unused nodes
+      LiveInfo live;  // used nodes
     };
     Node() : link{kNone, kNone} {}
   };
