@@ -231,6 +231,9 @@ class Engine {
   void* allocate_huge(size_t size, size_t alignment, bool internal, bool* fresh = nullptr) noexcept;
   Status free_huge(void* p) noexcept;
   void unmap_huge(char* base, uint64_t bytes, bool pinned) noexcept;
+  // A new committed mapping of `bytes` (for a request of `size`), counted;
+  // nullptr, with the reason set, when the limit or the OS refuses.
+  char* map_huge(size_t size, uint64_t bytes, uint64_t align, bool internal) noexcept;
   void drop_huge_cache() noexcept;
 
   // ---- deferred (engine_deferred.cpp) ----

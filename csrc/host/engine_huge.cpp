@@ -22,6 +22,31 @@ void Engine::unmap_huge(char* base, uint64_t bytes, bool pinned) noexcept {
   if (pinned) pinned_.add(-static_cast<int64_t>(bytes));
 }
 
+char* Engine::map_huge(size_t size, uint64_t bytes, uint64_t align, bool internal) noexcept {
+  if (bytes > headroom()) {
+    fail(Status::out_of_space, Message{}.add("unipool host pool: cannot allocate ").add_dec(size)
+                                   .add(" bytes: the pool's limit on committed bytes is reached"));
+    return nullptr;
+  }
+  char* base = static_cast<char*>(backend::os::reserve(bytes, align));
+  if (base == nullptr) {
+    fail(Status::out_of_space, Message{}.add("unipool host pool: cannot map ").add_dec(bytes).add(" bytes"));
+    return nullptr;
+  }
+  backend::os::CommitOptions options = arena_settings_.commit;
+  if (internal) options = {};
+  const backend::os::CommitResult c = backend::os::commit(base, bytes, options);
+  if (!c.ok) {
+    backend::os::release(base, bytes);
+    fail(Status::out_of_space, Message{}.add("unipool host pool: ").add(c.what).add(" failed for ")
+                                   .add_dec(bytes).add(" bytes (errno ").add_dec(static_cast<uint64_t>(c.error)).add(")"));
+    return nullptr;
+  }
+  if (c.hugetlb_fallback) hugetlb_fallbacks_.fetch_add(1, std::memory_order_relaxed);
+  committed_.add(static_cast<int64_t>(bytes));
+  return base;
+}
+
 void* Engine::allocate_huge(size_t size, size_t alignment, bool internal, bool* fresh) noexcept {
   const uint64_t granule = config_.huge_pages == HostHugePages::hugetlb && !internal ? kHugeTlbPage
                                                                                     : backend::os::page_size();
@@ -57,28 +82,15 @@ void* Engine::allocate_huge(size_t size, size_t alignment, bool internal, bool* 
     }
   }
   if (base == nullptr) {
-    if (bytes > headroom()) {
-      fail(Status::out_of_space, Message{}.add("unipool host pool: cannot allocate ").add_dec(size)
-                                     .add(" bytes: the pool's limit on committed bytes is reached"));
-      return nullptr;
-    }
-    base = static_cast<char*>(backend::os::reserve(bytes, align));
-    if (base == nullptr) {
-      fail(Status::out_of_space, Message{}.add("unipool host pool: cannot map ").add_dec(bytes).add(" bytes"));
-      return nullptr;
-    }
-    backend::os::CommitOptions options = arena_settings_.commit;
-    if (internal) options = {};
-    const backend::os::CommitResult c = backend::os::commit(base, bytes, options);
-    if (!c.ok) {
-      backend::os::release(base, bytes);
-      fail(Status::out_of_space, Message{}.add("unipool host pool: ").add(c.what).add(" failed for ")
-                                     .add_dec(bytes).add(" bytes (errno ").add_dec(static_cast<uint64_t>(c.error)).add(")"));
-      return nullptr;
-    }
-    if (c.hugetlb_fallback) hugetlb_fallbacks_.fetch_add(1, std::memory_order_relaxed);
+    // With a limit, checking the headroom and counting the mapping are one
+    // step, as for arenas. Not for the pool's own requests: they may come
+    // while this thread holds the lock (the CUDA runtime inside a growth).
+    const bool serial = config_.limit != 0 && !internal;
+    if (serial) setup_lock_.lock();
+    base = map_huge(size, bytes, align, internal);
+    if (serial) setup_lock_.unlock();
+    if (base == nullptr) return nullptr;
     map_bytes = bytes;
-    committed_.add(static_cast<int64_t>(map_bytes));
     if (!internal) huge_misses_.fetch_add(1, std::memory_order_relaxed);
     if (!internal && pin_available_) {
       // Registered in pieces of at most max_pin bytes.

@@ -153,5 +153,34 @@ TEST(HostMisuseArguments, ExhaustedPoolSaysSo) {
   EXPECT_NE(pool.allocate(1 << 20), nullptr);  // and recovers once memory is back
 }
 
+TEST(HostMisuseArguments, ConcurrentHugeBlocksNeverPassTheLimit) {
+  // Threads racing for new huge mappings: each checks the headroom and counts
+  // its mapping in one step, so at most 3 of the 20 MiB blocks are live under
+  // 64 MiB, and the peak never passes the limit. No cache: every block maps.
+  HostPool pool(conf("limit=64MiB,huge_cache=0"));
+  constexpr size_t kBlock = size_t{20} << 20;
+  std::vector<std::thread> threads;
+  std::vector<int> served(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 1000; ++i) {
+        void* p = pool.allocate(kBlock);
+        if (p == nullptr) continue;
+        ++served[static_cast<size_t>(t)];
+        static_cast<char*>(p)[0] = 1;
+        EXPECT_EQ(pool.free(p), Status::ok);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  int total = 0;
+  for (int n : served) total += n;
+  EXPECT_GT(total, 0);
+  const HostPoolStats st = pool.stats();
+  EXPECT_LE(st.peak_committed_bytes, uint64_t{64} << 20);
+  EXPECT_EQ(st.huge_blocks, 0u);
+  EXPECT_VALID(pool);
+}
+
 }  // namespace
 }  // namespace unipool::test
