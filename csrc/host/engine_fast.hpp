@@ -22,7 +22,11 @@ inline void* Engine::pop_fast(uint32_t cls) noexcept {
     Page* page = hot.page;
     Block* b = page->free;
     if (UNIPOOL_LIKELY(b != nullptr)) {
-      page->free = b->next;
+      Block* next = b->next;
+      page->free = next;
+      // The next block of this class is usually a cold line (freed long ago
+      // in a big live set): start fetching it now, not at the next call.
+      __builtin_prefetch(next, 1, 3);
       b->cookie = 0;
       page->mark_live(page->index_of(b));
       page->used.store(page->used.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
