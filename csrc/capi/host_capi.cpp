@@ -94,7 +94,7 @@ void* unipool_host_alloc_aligned(unipool_host_pool_t* pool, size_t size, size_t 
   return p;
 }
 
-void* unipool_host_allocate_zeroed(unipool_host_pool_t* pool, size_t size) {
+void* unipool_host_alloc_zeroed(unipool_host_pool_t* pool, size_t size) {
   if (pool == nullptr) return null_pool(), nullptr;
   void* p = pool_of(pool)->allocate_zeroed(size);
   if (p == nullptr) report(HostPool::last_status());

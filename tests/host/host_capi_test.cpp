@@ -87,7 +87,7 @@ TEST(HostCapi, AllocateZeroedClearsReusedMemory) {
     for (void* d : dirty) ASSERT_EQ(unipool_host_free(pool, d), UNIPOOL_OK);
     std::vector<void*> zeroed;
     for (int i = 0; i < 4; ++i) {
-      void* z = unipool_host_allocate_zeroed(pool, size);
+      void* z = unipool_host_alloc_zeroed(pool, size);
       ASSERT_NE(z, nullptr) << size << ": " << unipool_last_error();
       EXPECT_GE(unipool_host_usable_size(pool, z), size);
       EXPECT_TRUE(all_zero(z, size)) << size;
@@ -95,9 +95,9 @@ TEST(HostCapi, AllocateZeroedClearsReusedMemory) {
     }
     for (void* z : zeroed) EXPECT_EQ(unipool_host_free(pool, z), UNIPOOL_OK);
   }
-  EXPECT_EQ(unipool_host_allocate_zeroed(pool, 0), nullptr);
+  EXPECT_EQ(unipool_host_alloc_zeroed(pool, 0), nullptr);
   EXPECT_NE(std::string(unipool_last_error()).find("0 bytes"), std::string::npos) << unipool_last_error();
-  EXPECT_EQ(unipool_host_allocate_zeroed(nullptr, 10), nullptr);
+  EXPECT_EQ(unipool_host_alloc_zeroed(nullptr, 10), nullptr);
   EXPECT_NE(std::string(unipool_last_error()).find("NULL"), std::string::npos) << unipool_last_error();
   EXPECT_EQ(unipool_host_validate(pool), UNIPOOL_OK) << unipool_last_error();
   unipool_host_destroy(pool);

@@ -59,7 +59,7 @@ void* unipool_host_alloc_aligned(unipool_host_pool_t* pool, size_t size, size_t 
  * yourself). Blocks new from the OS read zero and are not written, so their
  * pages are not faulted in. NULL with the reason in the last error, like
  * unipool_host_alloc (UNIPOOL_ZERO_SIZE for 0). */
-void* unipool_host_allocate_zeroed(unipool_host_pool_t* pool, size_t size);
+void* unipool_host_alloc_zeroed(unipool_host_pool_t* pool, size_t size);
 /* UNIPOOL_NOT_LIVE for a foreign, interior or already freed pointer. */
 unipool_status_t unipool_host_free(unipool_host_pool_t* pool, void* ptr);
 /* Frees `ptr` once `fence` completes; it is not reused before. */
