@@ -146,17 +146,13 @@ Status Engine::arena_allocate(uint32_t preferred, uint64_t size, uint64_t alignm
         if (serial) setup_lock_.unlock();
         return Status::ok;
       }
-      if (blocked == ArenaBlocked::full) continue;
-      if (blocked == ArenaBlocked::limit) {
-        // Another arena may still hold a free range that fits without growing.
-        if (!limited) *why = attempt;
-        limited = true;
-        result = s;
-        continue;
-      }
+      if (blocked == ArenaBlocked::full || (blocked == ArenaBlocked::limit && limited)) continue;
       *why = attempt;
       result = s;
-      all_full = false;
+      // Past the limit, another arena may still hold a free range that fits
+      // without growing: go on looking. Any other failure is final.
+      if (blocked == ArenaBlocked::limit) limited = true;
+      else all_full = false;
     }
     if (limited) break;  // a new arena would have to grow past the limit too
     if (!all_full) break;
