@@ -1,37 +1,37 @@
-// bench/device: the peers that run on the fake CUDA runtime: CUB's
+// bench/device: the peers that run on the null GPU: CUB's
 // CachingDeviceAllocator (CCCL, compiled as host code) and one cudaMalloc per
-// request. The fake's calls are host functions behind one mutex, so their
+// request. The null GPU's calls are host functions behind one mutex, so their
 // CPU cost is not a real driver's: see docs/device_pool.md.
 #include <cub/util_allocator.cuh>
 
 #include <memory>
 #include <stdexcept>
 
-#include "fake_cuda/fake_cuda.hpp"
+#include "nullgpu/nullgpu.hpp"
 #include "peers.hpp"
 
 namespace device_bench {
 
 namespace {
 
-namespace fake = unipool::fake_cuda;
+namespace gpu = unipool::nullgpu;
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
-// A fresh fake device of 80 GiB for each peer instance.
+// A fresh null GPU device of 80 GiB for each peer instance.
 void fresh_device() {
-  fake::Config c;
+  gpu::Config c;
   c.capacity = uint64_t{80} << 30;
-  // The fake's cudaFree would complete every pending event of the device (a
-  // scan of all of them, CUB keeps one per block): a cost of the fake, not of
+  // The null GPU's cudaFree would complete every pending event of the device (a
+  // scan of all of them, CUB keeps one per block): a cost of the null GPU, not of
   // CUDA, so it is off here. CUB never depends on it.
   c.free_synchronizes = false;
-  fake::reset(c);
+  gpu::reset(c);
 }
 
-uint64_t fake_backend_calls() { return fake::calls("cudaMalloc") + fake::calls("cudaFree"); }
+uint64_t fake_backend_calls() { return gpu::calls("cudaMalloc") + gpu::calls("cudaFree"); }
 
 class CubPeer final : public Peer {
  public:
@@ -68,7 +68,7 @@ class CudaMallocPeer final : public Peer {
     return p;
   }
   void deallocate(void* ptr, uint64_t) override { check(cudaFree(ptr), "cudaFree"); }
-  uint64_t reserved() const override { return fake::live_bytes(0); }
+  uint64_t reserved() const override { return gpu::live_bytes(0); }
   uint64_t backend_calls() const override { return fake_backend_calls(); }
 };
 
@@ -84,6 +84,6 @@ std::vector<PeerInfo> all_peers() {
           {"cudamalloc", [] { return std::unique_ptr<Peer>(std::make_unique<CudaMallocPeer>()); }}};
 }
 
-const char* baseline_substrate() { return "fake CUDA runtime"; }
+const char* baseline_substrate() { return "null GPU runtime"; }
 
 }  // namespace device_bench

@@ -1,6 +1,6 @@
 // bench/device: allocation traces replayed against unipool's device pool
 // (plain and expandable segments, on the simulated device), CUB's
-// CachingDeviceAllocator and one cudaMalloc per request (both on the fake
+// CachingDeviceAllocator and one cudaMalloc per request (both on the null GPU
 // CUDA runtime), all in the same run.
 //
 //   device_bench [--quick] [--json FILE] [--trace NAME]... [--allocator NAME]... [--seed N]

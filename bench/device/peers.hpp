@@ -1,9 +1,9 @@
 // bench/device: the allocators a trace is replayed against.
 //   unipool             DevicePool, plain segments, on the sim backend
 //   unipool:expandable  DevicePool, expandable segments, on the sim backend
-//   cub                 cub::CachingDeviceAllocator (CCCL) on the fake CUDA runtime
+//   cub                 cub::CachingDeviceAllocator (CCCL) on the null GPU
 //   cudamalloc          one backend allocation per request (cudaMalloc on the
-//                       fake runtime; the sim backend's allocate without it)
+//                       null GPU; the sim backend's allocate without it)
 #pragma once
 
 #include <cstdint>
@@ -31,7 +31,7 @@ struct PeerInfo {
 
 // Every peer this build has, in report order.
 std::vector<PeerInfo> all_peers();
-// Where cub and cudamalloc run ("fake CUDA runtime" or "sim backend").
+// Where cub and cudamalloc run ("null GPU runtime" or "sim backend").
 const char* baseline_substrate();
 
 }  // namespace device_bench

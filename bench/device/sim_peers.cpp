@@ -1,4 +1,4 @@
-// bench/device: without the fake CUDA runtime (tests not configured) there is
+// bench/device: without the null GPU (tests not configured) there is
 // no CUB peer; "cudamalloc" is then one sim backend allocation per request.
 #include <memory>
 #include <unordered_map>

@@ -3,26 +3,26 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_backends.hpp"
-#include "fake_cuda_fixture.hpp"
+#include "nullgpu_fixture.hpp"
 
 namespace unipool::test {
 namespace {
 
 using backend::make_cuda_backend;
 
-class CudaMalloc : public FakeCudaTest {
+class CudaMalloc : public NullGpuTest {
  protected:
-  fake::Config config() const override {
-    fake::Config c;
+  gpu::Config config() const override {
+    gpu::Config c;
     c.device_count = 2;
-    c.capacity = 64 * fake::kMiB;
+    c.capacity = 64 * gpu::kMiB;
     return c;
   }
   std::unique_ptr<DeviceBackend> backend = make_cuda_backend("cuda_malloc");
 };
 
 TEST(CudaBackendFactory, KnowsItsNames) {
-  fake_cuda::reset();
+  nullgpu::reset();
   for (const char* name : {"cuda_malloc", "cuda_vmm", "nccl"}) {
     const auto backend = make_cuda_backend(name);
     ASSERT_NE(backend, nullptr) << name;
@@ -31,36 +31,36 @@ TEST(CudaBackendFactory, KnowsItsNames) {
   EXPECT_EQ(make_cuda_backend("sim"), nullptr);  // not a CUDA backend
   EXPECT_EQ(make_cuda_backend("CUDA_MALLOC"), nullptr);
   EXPECT_EQ(make_cuda_backend(""), nullptr);
-  EXPECT_TRUE(fake_cuda::leaks().clean()) << fake_cuda::leaks().describe();
+  EXPECT_TRUE(nullgpu::leaks().clean()) << nullgpu::leaks().describe();
 }
 
 TEST_F(CudaMalloc, AllocatesUsableMemoryAndFreesIt) {
   EXPECT_FALSE(backend->supports_expandable());
   void* p = nullptr;
-  ASSERT_TRUE(backend->allocate(0, 3 * fake::kMiB, &p).is_ok());
+  ASSERT_TRUE(backend->allocate(0, 3 * gpu::kMiB, &p).is_ok());
   ASSERT_NE(p, nullptr);
-  std::memset(p, 0x42, 3 * fake::kMiB);
-  EXPECT_EQ(fake::live_bytes(0), 3 * fake::kMiB);
-  ASSERT_TRUE(backend->deallocate(0, p, 3 * fake::kMiB).is_ok());
-  EXPECT_EQ(fake::live_bytes(0), 0u);
-  EXPECT_EQ(fake::calls("cudaMalloc"), 1u);
-  EXPECT_EQ(fake::calls("cudaFree"), 1u);
+  std::memset(p, 0x42, 3 * gpu::kMiB);
+  EXPECT_EQ(gpu::live_bytes(0), 3 * gpu::kMiB);
+  ASSERT_TRUE(backend->deallocate(0, p, 3 * gpu::kMiB).is_ok());
+  EXPECT_EQ(gpu::live_bytes(0), 0u);
+  EXPECT_EQ(gpu::calls("cudaMalloc"), 1u);
+  EXPECT_EQ(gpu::calls("cudaFree"), 1u);
 }
 
 TEST_F(CudaMalloc, WorksOnTheNamedDeviceAndRestoresTheCallers) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   void* p = nullptr;
-  ASSERT_TRUE(backend->allocate(1, fake::kMiB, &p).is_ok());
-  EXPECT_EQ(fake::live_bytes(1), fake::kMiB);
-  EXPECT_EQ(fake::live_bytes(0), 0u);
-  EXPECT_EQ(fake::current_device(), 0);
+  ASSERT_TRUE(backend->allocate(1, gpu::kMiB, &p).is_ok());
+  EXPECT_EQ(gpu::live_bytes(1), gpu::kMiB);
+  EXPECT_EQ(gpu::live_bytes(0), 0u);
+  EXPECT_EQ(gpu::current_device(), 0);
   uint64_t free_bytes = 0, total = 0;
   ASSERT_TRUE(backend->memory_info(1, &free_bytes, &total).is_ok());
-  EXPECT_EQ(total, 64 * fake::kMiB);
-  EXPECT_EQ(free_bytes, 63 * fake::kMiB);
-  EXPECT_EQ(fake::current_device(), 0);
-  ASSERT_TRUE(backend->deallocate(1, p, fake::kMiB).is_ok());
-  EXPECT_EQ(fake::current_device(), 0);
+  EXPECT_EQ(total, 64 * gpu::kMiB);
+  EXPECT_EQ(free_bytes, 63 * gpu::kMiB);
+  EXPECT_EQ(gpu::current_device(), 0);
+  ASSERT_TRUE(backend->deallocate(1, p, gpu::kMiB).is_ok());
+  EXPECT_EQ(gpu::current_device(), 0);
   EXPECT_EQ(backend->device_count(), 2);
 }
 
@@ -68,20 +68,20 @@ TEST_F(CudaMalloc, DeviceNotChangedWhenAlreadyCurrent) {
   void* p = nullptr;
   ASSERT_TRUE(backend->allocate(0, 256, &p).is_ok());
   ASSERT_TRUE(backend->deallocate(0, p, 256).is_ok());
-  EXPECT_EQ(fake::calls("cudaSetDevice"), 0u);
+  EXPECT_EQ(gpu::calls("cudaSetDevice"), 0u);
 }
 
 TEST_F(CudaMalloc, OutOfMemoryIsReportedAsSuchAndCleared) {
   void* p = reinterpret_cast<void*>(0x1);
-  const BackendStatus status = backend->allocate(0, 65 * fake::kMiB, &p);
+  const BackendStatus status = backend->allocate(0, 65 * gpu::kMiB, &p);
   EXPECT_EQ(status.code, BackendStatus::out_of_memory);
   EXPECT_EQ(status.native, cudaErrorMemoryAllocation);
   EXPECT_STREQ(status.message, "out of memory");
   EXPECT_EQ(p, nullptr);
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
 
-  fake::set_byte_limit(fake::kMiB);
-  EXPECT_EQ(backend->allocate(0, 2 * fake::kMiB, &p).code, BackendStatus::out_of_memory);
+  gpu::set_byte_limit(gpu::kMiB);
+  EXPECT_EQ(backend->allocate(0, 2 * gpu::kMiB, &p).code, BackendStatus::out_of_memory);
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
 }
 
@@ -101,13 +101,13 @@ TEST_F(CudaMalloc, BadInputIsAnErrorNotACrash) {
   uint64_t free_bytes = 0;
   EXPECT_EQ(backend->memory_info(0, &free_bytes, nullptr).code, BackendStatus::error);
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
-  EXPECT_EQ(fake::current_device(), 0);
+  EXPECT_EQ(gpu::current_device(), 0);
 }
 
 TEST_F(CudaMalloc, NoDriverMeansNoDevicesAndClearErrors) {
-  fake::Config none = config();
+  gpu::Config none = config();
   none.driver_present = false;
-  fake::reset(none);
+  gpu::reset(none);
   EXPECT_EQ(backend->device_count(), 0);
   void* p = nullptr;
   const BackendStatus status = backend->allocate(0, 16, &p);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backends.hpp"
-#include "fake_cuda_fixture.hpp"
+#include "nullgpu_fixture.hpp"
 #include "support/test_scale.hpp"
 
 namespace unipool::test {
@@ -16,28 +16,28 @@ namespace {
 
 using backend::make_cuda_backend;
 
-constexpr uint64_t kGranule = 2 * fake::kMiB;
+constexpr uint64_t kGranule = 2 * gpu::kMiB;
 
-class CudaVmm : public FakeCudaTest {
+class CudaVmm : public NullGpuTest {
  protected:
-  fake::Config config() const override {
-    fake::Config c;
+  gpu::Config config() const override {
+    gpu::Config c;
     c.device_count = 2;
-    c.capacity = 32 * fake::kMiB;
+    c.capacity = 32 * gpu::kMiB;
     return c;
   }
   void SetUp() override {
-    FakeCudaTest::SetUp();
+    NullGpuTest::SetUp();
     backend = make_cuda_backend("cuda_vmm");
   }
   void TearDown() override {
     backend.reset();
-    FakeCudaTest::TearDown();
+    NullGpuTest::TearDown();
   }
-  // A fresh backend on a differently configured fake.
-  void restart(const fake::Config& c) {
+  // A fresh backend on a differently configured null GPU.
+  void restart(const gpu::Config& c) {
     backend.reset();
-    fake::reset(c);
+    gpu::reset(c);
     backend = make_cuda_backend("cuda_vmm");
   }
 
@@ -49,34 +49,34 @@ TEST_F(CudaVmm, SupportsExpandableSegmentsWithTwoMiBGranules) {
   EXPECT_EQ(backend->granularity(0), kGranule);
   EXPECT_EQ(backend->granularity(1), kGranule);
   EXPECT_EQ(backend->granularity(2), 0u);  // no such device
-  EXPECT_EQ(fake::calls("cuMemGetAllocationGranularity"), 4u);  // min + recommended, once per device
+  EXPECT_EQ(gpu::calls("cuMemGetAllocationGranularity"), 4u);  // min + recommended, once per device
   (void)backend->granularity(0);
-  EXPECT_EQ(fake::calls("cuMemGetAllocationGranularity"), 4u);  // cached
+  EXPECT_EQ(gpu::calls("cuMemGetAllocationGranularity"), 4u);  // cached
 }
 
 TEST_F(CudaVmm, GranularityIsAtLeastTwoMiBAndAMultipleOfTheDrivers) {
-  fake::Config small = config();
+  gpu::Config small = config();
   small.granularity = 64 * 1024;
   restart(small);
   EXPECT_EQ(backend->granularity(0), kGranule);
-  fake::Config large = config();
-  large.granularity = 8 * fake::kMiB;
+  gpu::Config large = config();
+  large.granularity = 8 * gpu::kMiB;
   restart(large);
-  EXPECT_EQ(backend->granularity(0), 8 * fake::kMiB);
+  EXPECT_EQ(backend->granularity(0), 8 * gpu::kMiB);
 }
 
 TEST_F(CudaVmm, MappedMemoryIsWritableAndUnmappedMemoryIsNot) {
   void* base = nullptr;
   ASSERT_TRUE(backend->reserve(0, 8 * kGranule, &base).is_ok());
   auto* bytes = static_cast<char*>(base);
-  EXPECT_EQ(fake::reserved_bytes(), 8 * kGranule);
-  EXPECT_EQ(fake::live_bytes(0), 0u);  // address space is free
+  EXPECT_EQ(gpu::reserved_bytes(), 8 * kGranule);
+  EXPECT_EQ(gpu::live_bytes(0), 0u);  // address space is free
   EXPECT_FALSE(writable(bytes));
 
   ASSERT_TRUE(backend->map(0, base, 0, 3 * kGranule).is_ok());
-  EXPECT_EQ(fake::mapped_bytes(0), 3 * kGranule);
-  EXPECT_EQ(fake::live_bytes(0), 3 * kGranule);
-  EXPECT_EQ(fake::calls("cuMemCreate"), 3u);  // one handle per granule
+  EXPECT_EQ(gpu::mapped_bytes(0), 3 * kGranule);
+  EXPECT_EQ(gpu::live_bytes(0), 3 * kGranule);
+  EXPECT_EQ(gpu::calls("cuMemCreate"), 3u);  // one handle per granule
   std::memset(bytes, 0x5a, 3 * kGranule);
   EXPECT_EQ(bytes[3 * kGranule - 1], 0x5a);
   EXPECT_FALSE(writable(bytes + 3 * kGranule));
@@ -88,16 +88,16 @@ TEST_F(CudaVmm, MappedMemoryIsWritableAndUnmappedMemoryIsNot) {
   EXPECT_FALSE(writable(bytes + kGranule));
   EXPECT_FALSE(readable(bytes + 2 * kGranule - 1));
   EXPECT_TRUE(writable(bytes + 2 * kGranule));
-  EXPECT_EQ(fake::mapped_bytes(0), 3 * kGranule);
-  EXPECT_EQ(fake::live_bytes(0), 3 * kGranule);
+  EXPECT_EQ(gpu::mapped_bytes(0), 3 * kGranule);
+  EXPECT_EQ(gpu::live_bytes(0), 3 * kGranule);
 
   ASSERT_TRUE(backend->unmap(0, base, 0, kGranule).is_ok());
   ASSERT_TRUE(backend->unmap(0, base, 2 * kGranule, 2 * kGranule).is_ok());
-  EXPECT_EQ(fake::mapped_bytes(0), 0u);
-  EXPECT_EQ(fake::live_bytes(0), 0u);
+  EXPECT_EQ(gpu::mapped_bytes(0), 0u);
+  EXPECT_EQ(gpu::live_bytes(0), 0u);
   EXPECT_FALSE(readable(bytes + 3 * kGranule));
   ASSERT_TRUE(backend->unreserve(0, base, 8 * kGranule).is_ok());
-  EXPECT_EQ(fake::reserved_bytes(), 0u);
+  EXPECT_EQ(gpu::reserved_bytes(), 0u);
 }
 
 TEST_F(CudaVmm, WriteAfterUnmapFaults) {
@@ -116,42 +116,42 @@ TEST_F(CudaVmm, WorksOnTheNamedDeviceAndRestoresTheCallers) {
   void* base = nullptr;
   ASSERT_TRUE(backend->reserve(1, 4 * kGranule, &base).is_ok());
   ASSERT_TRUE(backend->map(1, base, 0, 2 * kGranule).is_ok());
-  EXPECT_EQ(fake::mapped_bytes(1), 2 * kGranule);
-  EXPECT_EQ(fake::mapped_bytes(0), 0u);
-  EXPECT_EQ(fake::current_device(), 0);
+  EXPECT_EQ(gpu::mapped_bytes(1), 2 * kGranule);
+  EXPECT_EQ(gpu::mapped_bytes(0), 0u);
+  EXPECT_EQ(gpu::current_device(), 0);
   // The range is device 1's: device 0 may not touch it.
   EXPECT_EQ(backend->map(0, base, 2 * kGranule, kGranule).code, BackendStatus::error);
   ASSERT_TRUE(backend->unmap(1, base, 0, 2 * kGranule).is_ok());
   ASSERT_TRUE(backend->unreserve(1, base, 4 * kGranule).is_ok());
-  EXPECT_EQ(fake::current_device(), 0);
+  EXPECT_EQ(gpu::current_device(), 0);
 }
 
 TEST_F(CudaVmm, PlainSegmentsAreReservationsMappedWhole) {
   void* p = nullptr;
-  ASSERT_TRUE(backend->allocate(0, 3 * fake::kMiB, &p).is_ok());
-  EXPECT_EQ(fake::live_bytes(0), 2 * kGranule);  // rounded up to granules
-  std::memset(p, 1, 3 * fake::kMiB);
+  ASSERT_TRUE(backend->allocate(0, 3 * gpu::kMiB, &p).is_ok());
+  EXPECT_EQ(gpu::live_bytes(0), 2 * kGranule);  // rounded up to granules
+  std::memset(p, 1, 3 * gpu::kMiB);
   EXPECT_EQ(backend->map(0, p, 0, kGranule).code, BackendStatus::error);  // not an expandable range
-  EXPECT_EQ(backend->deallocate(0, p, 5 * fake::kMiB).code, BackendStatus::error);  // wrong size
-  ASSERT_TRUE(backend->deallocate(0, p, 3 * fake::kMiB).is_ok());
-  EXPECT_EQ(fake::live_bytes(0), 0u);
-  EXPECT_EQ(fake::reserved_bytes(), 0u);
+  EXPECT_EQ(backend->deallocate(0, p, 5 * gpu::kMiB).code, BackendStatus::error);  // wrong size
+  ASSERT_TRUE(backend->deallocate(0, p, 3 * gpu::kMiB).is_ok());
+  EXPECT_EQ(gpu::live_bytes(0), 0u);
+  EXPECT_EQ(gpu::reserved_bytes(), 0u);
 }
 
 TEST_F(CudaVmm, MapIsAllOrNothing) {
   void* base = nullptr;
   ASSERT_TRUE(backend->reserve(0, 8 * kGranule, &base).is_ok());
-  fake::fail_nth_call("cuMemCreate", 3, CUDA_ERROR_OUT_OF_MEMORY);
+  gpu::fail_nth_call("cuMemCreate", 3, CUDA_ERROR_OUT_OF_MEMORY);
   const BackendStatus failed = backend->map(0, base, 0, 4 * kGranule);
   EXPECT_EQ(failed.code, BackendStatus::out_of_memory);
   EXPECT_EQ(failed.native, CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_STREQ(failed.message, "out of memory");
-  EXPECT_EQ(fake::mapped_bytes(0), 0u);
-  EXPECT_EQ(fake::live_bytes(0), 0u);
+  EXPECT_EQ(gpu::mapped_bytes(0), 0u);
+  EXPECT_EQ(gpu::live_bytes(0), 0u);
 
-  fake::fail_nth_call("cuMemSetAccess", 1);
+  gpu::fail_nth_call("cuMemSetAccess", 1);
   EXPECT_EQ(backend->map(0, base, 0, 4 * kGranule).code, BackendStatus::error);
-  EXPECT_EQ(fake::mapped_bytes(0), 0u);
+  EXPECT_EQ(gpu::mapped_bytes(0), 0u);
   // And the range is whole again afterwards.
   ASSERT_TRUE(backend->map(0, base, 0, 4 * kGranule).is_ok());
   ASSERT_TRUE(backend->unmap(0, base, 0, 4 * kGranule).is_ok());
@@ -163,7 +163,7 @@ TEST_F(CudaVmm, DeviceCapacityIsOutOfMemory) {
   ASSERT_TRUE(backend->reserve(0, 32 * kGranule, &base).is_ok());  // twice the device: fine, it is address space
   ASSERT_TRUE(backend->map(0, base, 0, 16 * kGranule).is_ok());    // the whole device
   EXPECT_EQ(backend->map(0, base, 16 * kGranule, kGranule).code, BackendStatus::out_of_memory);
-  EXPECT_EQ(fake::mapped_bytes(0), 16 * kGranule);
+  EXPECT_EQ(gpu::mapped_bytes(0), 16 * kGranule);
   ASSERT_TRUE(backend->unmap(0, base, 0, 16 * kGranule).is_ok());
   ASSERT_TRUE(backend->unreserve(0, base, 32 * kGranule).is_ok());
 }
@@ -185,7 +185,7 @@ TEST_F(CudaVmm, MisuseIsAClearErrorAndChangesNothing) {
   EXPECT_EQ(foreign.code, BackendStatus::error);
   EXPECT_NE(std::string(foreign.message).find("not the base"), std::string::npos);
   EXPECT_EQ(backend->deallocate(0, base, 4 * kGranule).code, BackendStatus::error);  // not plain
-  EXPECT_EQ(fake::mapped_bytes(0), kGranule);
+  EXPECT_EQ(gpu::mapped_bytes(0), kGranule);
   ASSERT_TRUE(backend->unmap(0, base, 0, kGranule).is_ok());
   ASSERT_TRUE(backend->unreserve(0, base, 4 * kGranule).is_ok());
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
@@ -195,12 +195,12 @@ TEST_F(CudaVmm, FailedReleaseIsRetriedNotLost) {
   void* base = nullptr;
   ASSERT_TRUE(backend->reserve(0, 2 * kGranule, &base).is_ok());
   ASSERT_TRUE(backend->map(0, base, 0, kGranule).is_ok());
-  fake::fail_nth_call("cuMemRelease", 1);
+  gpu::fail_nth_call("cuMemRelease", 1);
   ASSERT_TRUE(backend->unmap(0, base, 0, kGranule).is_ok());  // unmapped: the caller's view is right
-  EXPECT_EQ(fake::physical_handles(), 1u);
+  EXPECT_EQ(gpu::physical_handles(), 1u);
   ASSERT_TRUE(backend->unreserve(0, base, 2 * kGranule).is_ok());  // retries the release first
-  EXPECT_EQ(fake::physical_handles(), 0u);
-  EXPECT_EQ(fake::live_bytes(0), 0u);
+  EXPECT_EQ(gpu::physical_handles(), 0u);
+  EXPECT_EQ(gpu::live_bytes(0), 0u);
 }
 
 TEST_F(CudaVmm, DestructionReturnsWhatThePoolLeft) {
@@ -210,8 +210,8 @@ TEST_F(CudaVmm, DestructionReturnsWhatThePoolLeft) {
   ASSERT_TRUE(backend->map(1, base, kGranule, 2 * kGranule).is_ok());
   ASSERT_TRUE(backend->allocate(0, kGranule, &plain).is_ok());
   backend.reset();
-  EXPECT_TRUE(fake::leaks().clean()) << fake::leaks().describe();
-  EXPECT_EQ(fake::current_device(), 0);
+  EXPECT_TRUE(gpu::leaks().clean()) << gpu::leaks().describe();
+  EXPECT_EQ(gpu::current_device(), 0);
 }
 
 TEST_F(CudaVmm, ThreadsGrowAndShrinkTheirOwnSegments) {
@@ -227,21 +227,21 @@ TEST_F(CudaVmm, ThreadsGrowAndShrinkTheirOwnSegments) {
         ASSERT_TRUE(backend->map(device, base, at, kGranule).is_ok());
         static_cast<char*>(base)[at] = static_cast<char>(t);
         void* plain = nullptr;
-        ASSERT_TRUE(backend->allocate(device, fake::kMiB, &plain).is_ok());
-        ASSERT_TRUE(backend->deallocate(device, plain, fake::kMiB).is_ok());
+        ASSERT_TRUE(backend->allocate(device, gpu::kMiB, &plain).is_ok());
+        ASSERT_TRUE(backend->deallocate(device, plain, gpu::kMiB).is_ok());
         ASSERT_TRUE(backend->unmap(device, base, at, kGranule).is_ok());
       }
       ASSERT_TRUE(backend->unreserve(device, base, 4 * kGranule).is_ok());
-      EXPECT_EQ(fake::current_device(), 0);
+      EXPECT_EQ(gpu::current_device(), 0);
     });
   }
   for (auto& thread : threads) thread.join();
-  EXPECT_EQ(fake::live_bytes(0) + fake::live_bytes(1), 0u);
-  EXPECT_EQ(fake::reserved_bytes(), 0u);
+  EXPECT_EQ(gpu::live_bytes(0) + gpu::live_bytes(1), 0u);
+  EXPECT_EQ(gpu::reserved_bytes(), 0u);
 }
 
 TEST_F(CudaVmm, WithoutTheDriverApiItSaysSo) {
-  fake::Config hidden = config();
+  gpu::Config hidden = config();
   hidden.hidden_driver_symbols = {"cuMemCreate"};
   restart(hidden);
   EXPECT_FALSE(backend->supports_expandable());
@@ -252,16 +252,16 @@ TEST_F(CudaVmm, WithoutTheDriverApiItSaysSo) {
   EXPECT_NE(std::string(status.message).find("driver does not provide cuMemCreate"), std::string::npos)
       << status.message;
   EXPECT_EQ(backend->map(0, base, 0, kGranule).code, BackendStatus::error);
-  EXPECT_EQ(fake::calls("cuMemAddressReserve"), 0u);
+  EXPECT_EQ(gpu::calls("cuMemAddressReserve"), 0u);
   // Plain segments still work, from cudaMalloc.
   void* p = nullptr;
-  ASSERT_TRUE(backend->allocate(0, 3 * fake::kMiB, &p).is_ok());
-  EXPECT_EQ(fake::live_bytes(0), 3 * fake::kMiB);
-  ASSERT_TRUE(backend->deallocate(0, p, 3 * fake::kMiB).is_ok());
-  EXPECT_EQ(fake::calls("cudaMalloc"), 1u);
-  EXPECT_EQ(fake::calls("cudaFree"), 1u);
+  ASSERT_TRUE(backend->allocate(0, 3 * gpu::kMiB, &p).is_ok());
+  EXPECT_EQ(gpu::live_bytes(0), 3 * gpu::kMiB);
+  ASSERT_TRUE(backend->deallocate(0, p, 3 * gpu::kMiB).is_ok());
+  EXPECT_EQ(gpu::calls("cudaMalloc"), 1u);
+  EXPECT_EQ(gpu::calls("cudaFree"), 1u);
 
-  fake::Config no_driver = config();
+  gpu::Config no_driver = config();
   no_driver.driver_present = false;
   restart(no_driver);
   EXPECT_FALSE(backend->supports_expandable());
@@ -272,7 +272,7 @@ TEST_F(CudaVmm, WithoutTheDriverApiItSaysSo) {
 }
 
 TEST_F(CudaVmm, DevicesWithoutVmmAreNotExpandable) {
-  fake::Config old = config();
+  gpu::Config old = config();
   old.vmm_supported = false;
   restart(old);
   EXPECT_FALSE(backend->supports_expandable());
@@ -281,11 +281,11 @@ TEST_F(CudaVmm, DevicesWithoutVmmAreNotExpandable) {
   EXPECT_NE(std::string(status.message).find("does not support virtual memory management"), std::string::npos);
   // The pool falls back to plain segments: cudaMalloc blocks.
   void* p = nullptr;
-  ASSERT_TRUE(backend->allocate(1, fake::kMiB, &p).is_ok());
-  EXPECT_EQ(fake::live_bytes(1), fake::kMiB);
-  EXPECT_EQ(fake::current_device(), 0);
-  ASSERT_TRUE(backend->deallocate(1, p, fake::kMiB).is_ok());
-  EXPECT_EQ(fake::live_bytes(1), 0u);
+  ASSERT_TRUE(backend->allocate(1, gpu::kMiB, &p).is_ok());
+  EXPECT_EQ(gpu::live_bytes(1), gpu::kMiB);
+  EXPECT_EQ(gpu::current_device(), 0);
+  ASSERT_TRUE(backend->deallocate(1, p, gpu::kMiB).is_ok());
+  EXPECT_EQ(gpu::live_bytes(1), 0u);
 }
 
 }  // namespace

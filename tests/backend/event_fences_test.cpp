@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_event_fences.hpp"
-#include "fake_cuda_fixture.hpp"
+#include "nullgpu_fixture.hpp"
 #include "support/test_scale.hpp"
 
 namespace unipool::test {
@@ -13,22 +13,22 @@ namespace {
 
 using backend::cuda::CudaEventFenceSource;
 
-class EventFences : public FakeCudaTest {
+class EventFences : public NullGpuTest {
  protected:
-  fake::Config config() const override {
-    fake::Config c;
+  gpu::Config config() const override {
+    gpu::Config c;
     c.device_count = 2;
     return c;
   }
   void SetUp() override {
-    FakeCudaTest::SetUp();
+    NullGpuTest::SetUp();
     fences = std::make_unique<CudaEventFenceSource>();
     ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   }
   void TearDown() override {
     fences.reset();
     EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
-    FakeCudaTest::TearDown();
+    NullGpuTest::TearDown();
   }
   StreamHandle handle() const { return reinterpret_cast<StreamHandle>(stream); }
 
@@ -41,9 +41,9 @@ TEST_F(EventFences, NotCompletedUntilTheStreamGetsThere) {
   ASSERT_NE(fence, kNoFence);
   EXPECT_FALSE(fences->completed(fence));
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);  // "not ready" does not linger
-  fake::complete_stream(0);                        // another stream
+  gpu::complete_stream(0);                        // another stream
   EXPECT_FALSE(fences->completed(fence));
-  fake::complete_stream(handle());
+  gpu::complete_stream(handle());
   EXPECT_TRUE(fences->completed(fence));
   EXPECT_TRUE(fences->completed(fence));
   fences->release(fence);
@@ -57,23 +57,23 @@ TEST_F(EventFences, EventsAreCheapAndPooled) {
     const FenceId b = fences->record(0, 0);
     ASSERT_NE(a, kNoFence);
     ASSERT_NE(b, kNoFence);
-    fake::complete_all_events();
+    gpu::complete_all_events();
     EXPECT_TRUE(fences->completed(a));
     fences->release(a);
     fences->release(b);
   }
   // Two in flight at most: two events, ever.
-  EXPECT_EQ(fake::calls("cudaEventCreateWithFlags"), 2u);
+  EXPECT_EQ(gpu::calls("cudaEventCreateWithFlags"), 2u);
   EXPECT_EQ(fences->events_created(), 2u);
   EXPECT_EQ(fences->pooled(), 2u);
-  EXPECT_EQ(fake::live_events_with_timing(), 0u);  // all cudaEventDisableTiming
-  EXPECT_EQ(fake::calls("cudaEventRecord"), 2 * rounds);
+  EXPECT_EQ(gpu::live_events_with_timing(), 0u);  // all cudaEventDisableTiming
+  EXPECT_EQ(gpu::calls("cudaEventRecord"), 2 * rounds);
 }
 
 TEST_F(EventFences, WaitSynchronizesTheEvent) {
   const FenceId fence = fences->record(0, handle());
   fences->wait(fence);
-  EXPECT_EQ(fake::calls("cudaEventSynchronize"), 1u);
+  EXPECT_EQ(gpu::calls("cudaEventSynchronize"), 1u);
   EXPECT_TRUE(fences->completed(fence));
   fences->release(fence);
 }
@@ -88,7 +88,7 @@ TEST_F(EventFences, EventsFollowTheirDeviceAndTheCallersDeviceIsKept) {
   const FenceId f0 = fences->record(0, handle());
   ASSERT_NE(f1, kNoFence);
   ASSERT_NE(f0, kNoFence);
-  EXPECT_EQ(fake::current_device(), 0);
+  EXPECT_EQ(gpu::current_device(), 0);
   fences->release(f1);
   fences->release(f0);
   // Pooled per device: recording on device 1 again reuses device 1's event.
@@ -108,17 +108,17 @@ TEST_F(EventFences, RecordingFailuresGiveNoFenceAndClearTheError) {
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
   EXPECT_EQ(fences->record(5, handle()), kNoFence);  // no such device
   EXPECT_EQ(fences->last_error().native, cudaErrorInvalidDevice);
-  fake::fail_nth_call("cudaEventCreateWithFlags", 1);
+  gpu::fail_nth_call("cudaEventCreateWithFlags", 1);
   EXPECT_EQ(fences->record(0, handle()), kNoFence);
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
   EXPECT_EQ(fences->outstanding(), 0u);
-  EXPECT_EQ(fake::current_device(), 0);
+  EXPECT_EQ(gpu::current_device(), 0);
 }
 
 TEST_F(EventFences, QueryErrorsKeepTheFencePendingAndAreCleared) {
   const FenceId fence = fences->record(0, handle());
-  fake::complete_all_events();
-  fake::fail_nth_call("cudaEventQuery", 1, cudaErrorLaunchFailure);
+  gpu::complete_all_events();
+  gpu::fail_nth_call("cudaEventQuery", 1, cudaErrorLaunchFailure);
   EXPECT_FALSE(fences->completed(fence));
   EXPECT_EQ(fences->last_error().native, cudaErrorLaunchFailure);
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
@@ -128,7 +128,7 @@ TEST_F(EventFences, QueryErrorsKeepTheFencePendingAndAreCleared) {
 
 TEST_F(EventFences, FailedWaitThrows) {
   const FenceId fence = fences->record(0, handle());
-  fake::fail_nth_call("cudaEventSynchronize", 1, cudaErrorLaunchFailure);
+  gpu::fail_nth_call("cudaEventSynchronize", 1, cudaErrorLaunchFailure);
   EXPECT_THROW(fences->wait(fence), std::runtime_error);
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
   EXPECT_FALSE(fences->completed(fence));
@@ -150,9 +150,9 @@ TEST_F(EventFences, StaleAndForeignIdsAreRejected) {
 TEST_F(EventFences, DestructionFreesOutstandingEvents) {
   (void)fences->record(0, handle());
   (void)fences->record(0, handle());
-  EXPECT_EQ(fake::live_events(), 2u);
+  EXPECT_EQ(gpu::live_events(), 2u);
   fences.reset();
-  EXPECT_EQ(fake::live_events(), 0u);
+  EXPECT_EQ(gpu::live_events(), 0u);
   fences = std::make_unique<CudaEventFenceSource>();
 }
 
@@ -165,7 +165,7 @@ TEST_F(EventFences, ThreadsShareOneSource) {
       for (uint64_t i = 0; i < rounds; ++i) {
         const FenceId fence = fences->record(t % 2, 0);
         ASSERT_NE(fence, kNoFence);
-        if (i % 2 == 0) fake::complete_stream(0);
+        if (i % 2 == 0) gpu::complete_stream(0);
         if (fences->completed(fence)) completed.fetch_add(1);
         fences->release(fence);
       }

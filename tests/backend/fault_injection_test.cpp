@@ -13,7 +13,7 @@
 
 #include "backend/cuda/cuda_backends.hpp"
 #include "backend/host_pinner.hpp"
-#include "fake_cuda_fixture.hpp"
+#include "nullgpu_fixture.hpp"
 
 namespace unipool::test {
 namespace {
@@ -22,10 +22,10 @@ using backend::make_cuda_backend;
 
 constexpr int kDevice = 1;  // not the caller's: every call goes through a device guard
 
-fake::Config two_devices() {
-  fake::Config c;
+gpu::Config two_devices() {
+  gpu::Config c;
   c.device_count = 2;
-  c.capacity = 64 * fake::kMiB;
+  c.capacity = 64 * gpu::kMiB;
   return c;
 }
 
@@ -47,9 +47,9 @@ class Scenario {
   // memory must be there, and a full memset is slow under TSan.
   static void touch(void* p, uint64_t bytes) {
     auto* c = static_cast<volatile char*>(p);
-    for (uint64_t at = 0; at < bytes; at += fake::kMiB) {
+    for (uint64_t at = 0; at < bytes; at += gpu::kMiB) {
       c[at] = 1;
-      c[std::min(at + fake::kMiB, bytes) - 1] = 1;
+      c[std::min(at + gpu::kMiB, bytes) - 1] = 1;
     }
   }
 
@@ -75,15 +75,15 @@ class Scenario {
     uint64_t free_bytes = 0, total = 0;
     (void)ok(b->memory_info(kDevice, &free_bytes, &total));
     void* p = nullptr;
-    if (ok(b->allocate(kDevice, 3 * fake::kMiB, &p))) {
-      touch(p, 3 * fake::kMiB);
-      release([&] { return b->deallocate(kDevice, p, 3 * fake::kMiB); });
+    if (ok(b->allocate(kDevice, 3 * gpu::kMiB, &p))) {
+      touch(p, 3 * gpu::kMiB);
+      release([&] { return b->deallocate(kDevice, p, 3 * gpu::kMiB); });
     }
     FenceSource& fences = b->fences();
     const FenceId fence = fences.record(kDevice, 0);
     if (fence != kNoFence) {
       (void)fences.completed(fence);
-      fake::complete_stream(0);
+      gpu::complete_stream(0);
       (void)fences.completed(fence);
       fences.release(fence);
     }
@@ -112,14 +112,14 @@ bool acquires(const std::string& function) {
 }
 
 int expected_native(const std::string& function, int code) {
-  if (code != fake::kDefaultError) return code;
+  if (code != gpu::kDefaultError) return code;
   if (function.rfind("nccl", 0) == 0) return ncclUnhandledCudaError;
   return function.rfind("cuda", 0) == 0 ? static_cast<int>(cudaErrorUnknown) : static_cast<int>(CUDA_ERROR_UNKNOWN);
 }
 
-class FaultInjection : public FakeCudaTest, public ::testing::WithParamInterface<int> {
+class FaultInjection : public NullGpuTest, public ::testing::WithParamInterface<int> {
  protected:
-  fake::Config config() const override { return two_devices(); }
+  gpu::Config config() const override { return two_devices(); }
 };
 
 TEST_P(FaultInjection, EveryCallFailsCleanly) {
@@ -127,25 +127,25 @@ TEST_P(FaultInjection, EveryCallFailsCleanly) {
   Scenario clean;
   clean.run();
   ASSERT_TRUE(clean.failures.empty()) << clean.failures.front().message;
-  ASSERT_TRUE(fake::leaks().clean()) << fake::leaks().describe();
-  const uint64_t calls = fake::total_calls();
+  ASSERT_TRUE(gpu::leaks().clean()) << gpu::leaks().describe();
+  const uint64_t calls = gpu::total_calls();
   ASSERT_GT(calls, 50u);
 
   std::set<std::string> failed_functions;
   for (uint64_t n = 1; n <= calls; ++n) {
-    fake::reset(two_devices());
-    fake::fail_nth_call("*", n, code);
+    gpu::reset(two_devices());
+    gpu::fail_nth_call("*", n, code);
     Scenario faulty;
     faulty.run();
-    const std::string function = fake::last_fault();
+    const std::string function = gpu::last_fault();
     SCOPED_TRACE("fault at call " + std::to_string(n) + ": " + function);
-    ASSERT_EQ(fake::faults_fired(), 1u);  // the scenario is deterministic
+    ASSERT_EQ(gpu::faults_fired(), 1u);  // the scenario is deterministic
     failed_functions.insert(function);
 
-    EXPECT_TRUE(fake::leaks().clean()) << fake::leaks().describe();
+    EXPECT_TRUE(gpu::leaks().clean()) << gpu::leaks().describe();
     EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
     if (function != "cudaSetDevice") {
-      EXPECT_EQ(fake::current_device(), 0);
+      EXPECT_EQ(gpu::current_device(), 0);
     }
     for (const BackendStatus& status : faulty.failures) {
       EXPECT_NE(status.code, BackendStatus::ok);
@@ -173,8 +173,8 @@ TEST_P(FaultInjection, EveryCallFailsCleanly) {
 
 // The generic error of each library, and out of memory (2 is
 // cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY and ncclSystemError).
-INSTANTIATE_TEST_SUITE_P(Codes, FaultInjection, ::testing::Values(fake::kDefaultError, 2),
-                         [](const auto& info) { return info.param == fake::kDefaultError ? "Generic" : "OutOfMemory"; });
+INSTANTIATE_TEST_SUITE_P(Codes, FaultInjection, ::testing::Values(gpu::kDefaultError, 2),
+                         [](const auto& info) { return info.param == gpu::kDefaultError ? "Generic" : "OutOfMemory"; });
 
 }  // namespace
 }  // namespace unipool::test

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "backend/host_pinner.hpp"
-#include "fake_cuda_fixture.hpp"
+#include "nullgpu_fixture.hpp"
 
 namespace unipool::test {
 namespace {
@@ -11,7 +11,7 @@ namespace {
 using backend::HostPinner;
 using backend::make_default_host_pinner;
 
-class HostPinnerTest : public FakeCudaTest {
+class HostPinnerTest : public NullGpuTest {
  protected:
   std::unique_ptr<HostPinner> pinner = make_default_host_pinner();
   std::vector<char> buffer = std::vector<char>(64 * 1024);
@@ -24,32 +24,32 @@ TEST_F(HostPinnerTest, DefaultPinnerIsTheCudaOneWhenBuiltWithCuda) {
 
 TEST_F(HostPinnerTest, PinsAndUnpinsARange) {
   ASSERT_TRUE(pinner->pin(buffer.data(), buffer.size()).is_ok());
-  ASSERT_EQ(fake::registered_ranges().size(), 1u);
-  EXPECT_EQ(fake::registered_ranges()[0].base, buffer.data());
-  EXPECT_EQ(fake::registered_ranges()[0].bytes, buffer.size());
-  EXPECT_EQ(fake::calls("cudaHostRegister"), 1u);
+  ASSERT_EQ(gpu::registered_ranges().size(), 1u);
+  EXPECT_EQ(gpu::registered_ranges()[0].base, buffer.data());
+  EXPECT_EQ(gpu::registered_ranges()[0].bytes, buffer.size());
+  EXPECT_EQ(gpu::calls("cudaHostRegister"), 1u);
   ASSERT_TRUE(pinner->unpin(buffer.data()).is_ok());
-  EXPECT_TRUE(fake::registered_ranges().empty());
+  EXPECT_TRUE(gpu::registered_ranges().empty());
 }
 
 TEST_F(HostPinnerTest, InjectedRegistrationFailureIsReportedAndCleared) {
-  fake::fail_nth_call("cudaHostRegister", 1, cudaErrorInvalidValue);
+  gpu::fail_nth_call("cudaHostRegister", 1, cudaErrorInvalidValue);
   const BackendStatus status = pinner->pin(buffer.data(), buffer.size());
   EXPECT_EQ(status.code, BackendStatus::error);
   EXPECT_EQ(status.native, cudaErrorInvalidValue);
   EXPECT_STREQ(status.message, "invalid argument");
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);  // nothing left to surprise a later call
-  EXPECT_TRUE(fake::registered_ranges().empty());
+  EXPECT_TRUE(gpu::registered_ranges().empty());
 }
 
 TEST_F(HostPinnerTest, OutOfPinnableMemoryIsOutOfMemory) {
-  fake::fail_nth_call("cudaHostRegister", 1, cudaErrorMemoryAllocation);
+  gpu::fail_nth_call("cudaHostRegister", 1, cudaErrorMemoryAllocation);
   EXPECT_EQ(pinner->pin(buffer.data(), buffer.size()).code, BackendStatus::out_of_memory);
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
 
-  fake::Config limited;
+  gpu::Config limited;
   limited.pinned_limit = 1024;
-  fake::reset(limited);
+  gpu::reset(limited);
   EXPECT_EQ(pinner->pin(buffer.data(), 2048).code, BackendStatus::out_of_memory);
   EXPECT_TRUE(pinner->pin(buffer.data(), 1024).is_ok());
   EXPECT_TRUE(pinner->unpin(buffer.data()).is_ok());
@@ -68,19 +68,19 @@ TEST_F(HostPinnerTest, MisuseIsAnErrorAndLeavesNothingPending) {
   EXPECT_EQ(pinner->pin(nullptr, 10).code, BackendStatus::error);
   EXPECT_EQ(pinner->pin(buffer.data(), 0).code, BackendStatus::error);
   EXPECT_EQ(pinner->unpin(nullptr).code, BackendStatus::error);
-  EXPECT_EQ(fake::calls("cudaHostRegister"), 2u);  // bad arguments never reach CUDA
+  EXPECT_EQ(gpu::calls("cudaHostRegister"), 2u);  // bad arguments never reach CUDA
 }
 
 TEST_F(HostPinnerTest, UnavailableWithoutDevicesOrDriver) {
-  fake::Config none;
+  gpu::Config none;
   none.device_count = 0;
-  fake::reset(none);
+  gpu::reset(none);
   EXPECT_FALSE(pinner->available());
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
 
-  fake::Config no_driver;
+  gpu::Config no_driver;
   no_driver.driver_present = false;
-  fake::reset(no_driver);
+  gpu::reset(no_driver);
   EXPECT_FALSE(pinner->available());
   const BackendStatus status = pinner->pin(buffer.data(), buffer.size());
   EXPECT_EQ(status.native, cudaErrorInsufficientDriver);
@@ -88,7 +88,7 @@ TEST_F(HostPinnerTest, UnavailableWithoutDevicesOrDriver) {
 }
 
 TEST_F(HostPinnerTest, StickyErrorsAreReportedNotHidden) {
-  fake::set_sticky_error(cudaErrorIllegalAddress);
+  gpu::set_sticky_error(cudaErrorIllegalAddress);
   EXPECT_FALSE(pinner->available());
   EXPECT_EQ(pinner->pin(buffer.data(), buffer.size()).native, cudaErrorIllegalAddress);
   EXPECT_EQ(cudaPeekAtLastError(), cudaErrorIllegalAddress);  // sticky: CUDA keeps it

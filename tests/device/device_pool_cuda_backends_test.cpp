@@ -1,5 +1,5 @@
 // The device pool on the real CUDA backend code (cuda_malloc, cuda_vmm with
-// and without expandable segments, nccl) run against the fake CUDA runtime:
+// and without expandable segments, nccl) run against the null GPU:
 // stream ordering with CUDA events, OOM retry and text, a failure injected at
 // every CUDA call in turn, expandable growth and release, segment hooks,
 // checkpoint and restore, stats against the snapshot, threads.
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backends.hpp"
-#include "backend/fake_cuda_fixture.hpp"
+#include "backend/nullgpu_fixture.hpp"
 #include "device_test_support.hpp"
 #include "support/rng.hpp"
 #include "support/test_scale.hpp"
@@ -27,16 +27,16 @@ struct Variant {
 };
 void PrintTo(const Variant& v, std::ostream* os) { *os << v.backend << (v.expandable ? " expandable" : ""); }
 
-class DevicePoolOnFakeCuda : public FakeCudaTest, public ::testing::WithParamInterface<Variant> {
+class DevicePoolOnNullGpu : public NullGpuTest, public ::testing::WithParamInterface<Variant> {
  protected:
-  fake::Config config() const override {
-    fake::Config c;
+  gpu::Config config() const override {
+    gpu::Config c;
     c.device_count = 2;
     c.capacity = 96 * kMiB;
     return c;
   }
   void SetUp() override {
-    FakeCudaTest::SetUp();
+    NullGpuTest::SetUp();
     ASSERT_EQ(cudaStreamCreate(&s1), cudaSuccess);
     ASSERT_EQ(cudaStreamCreate(&s2), cudaSuccess);
     pool = make_pool(0);
@@ -46,7 +46,7 @@ class DevicePoolOnFakeCuda : public FakeCudaTest, public ::testing::WithParamInt
     EXPECT_EQ(cudaStreamDestroy(s1), cudaSuccess);
     EXPECT_EQ(cudaStreamDestroy(s2), cudaSuccess);
     (void)cudaGetLastError();
-    FakeCudaTest::TearDown();
+    NullGpuTest::TearDown();
   }
   std::unique_ptr<DevicePool> make_pool(int device) {
     std::shared_ptr<DeviceBackend> backend = backend::make_cuda_backend(GetParam().backend);
@@ -61,7 +61,7 @@ class DevicePoolOnFakeCuda : public FakeCudaTest, public ::testing::WithParamInt
   std::unique_ptr<DevicePool> pool;
 };
 
-TEST_P(DevicePoolOnFakeCuda, StreamOrderedReuse) {
+TEST_P(DevicePoolOnNullGpu, StreamOrderedReuse) {
   void* p = pool->allocate(4 * kMiB, h1());
   pool->deallocate(p);
   void* q = pool->allocate(4 * kMiB, h1());
@@ -70,7 +70,7 @@ TEST_P(DevicePoolOnFakeCuda, StreamOrderedReuse) {
   pool->deallocate(q);  // a CUDA event on s2
   void* r = pool->allocate(4 * kMiB, h1());
   EXPECT_NE(r, p);
-  fake::complete_stream(h2());
+  gpu::complete_stream(h2());
   pool->deallocate(r);
   void* again = pool->allocate(4 * kMiB, h1());
   EXPECT_EQ(again, p);
@@ -82,16 +82,16 @@ TEST_P(DevicePoolOnFakeCuda, StreamOrderedReuse) {
 // Checkpoint and restore on the real backends: a freed block used on another
 // stream is in the way of the checkpoint's block, so restore synchronizes
 // its CUDA event first; memory given back since makes restore fail.
-TEST_P(DevicePoolOnFakeCuda, CheckpointRestoreWaitsForEventsAndRefusesReleasedMemory) {
+TEST_P(DevicePoolOnNullGpu, CheckpointRestoreWaitsForEventsAndRefusesReleasedMemory) {
   void* p = pool->allocate(6 * kMiB, h1());
   const DeviceCheckpoint cp = pool->checkpoint();
   pool->record_stream(p, h2());
   pool->deallocate(p);  // a pending CUDA event on s2
-  ASSERT_EQ(fake::pending_events(), 1u);
+  ASSERT_EQ(gpu::pending_events(), 1u);
   const DeviceRestoreResult r = pool->restore(cp);
   ASSERT_EQ(r.allocated.size(), 1u);
   EXPECT_EQ(r.allocated[0], p);
-  EXPECT_EQ(fake::pending_events(), 0u);  // cudaEventSynchronize'd, not skipped
+  EXPECT_EQ(gpu::pending_events(), 0u);  // cudaEventSynchronize'd, not skipped
   EXPECT_EQ(pool->requested_size(p), 6 * kMiB);
   EXPECT_POOL_VALID(*pool);
   expect_stats_match_snapshot(*pool);
@@ -102,7 +102,7 @@ TEST_P(DevicePoolOnFakeCuda, CheckpointRestoreWaitsForEventsAndRefusesReleasedMe
   EXPECT_POOL_VALID(*pool);
 }
 
-TEST_P(DevicePoolOnFakeCuda, OomRetryAndErrorText) {
+TEST_P(DevicePoolOnNullGpu, OomRetryAndErrorText) {
   void* a = pool->allocate(40 * kMiB, h1());
   void* b = pool->allocate(40 * kMiB, h1());
   try {
@@ -122,7 +122,7 @@ TEST_P(DevicePoolOnFakeCuda, OomRetryAndErrorText) {
   EXPECT_POOL_VALID(*pool);
 }
 
-TEST_P(DevicePoolOnFakeCuda, EmptyCacheGivesEverythingBack) {
+TEST_P(DevicePoolOnNullGpu, EmptyCacheGivesEverythingBack) {
   std::vector<void*> blocks;
   for (const uint64_t size : {uint64_t{512}, uint64_t{70000}, 3 * kMiB, 25 * kMiB}) {
     blocks.push_back(pool->allocate(size, h1()));
@@ -130,15 +130,15 @@ TEST_P(DevicePoolOnFakeCuda, EmptyCacheGivesEverythingBack) {
   }
   pool->record_stream(blocks[0], h2());
   for (void* p : blocks) pool->deallocate(p);
-  EXPECT_GT(fake::live_bytes(0), 0u);
+  EXPECT_GT(gpu::live_bytes(0), 0u);
   pool->empty_cache();  // synchronizes the events it needs
-  EXPECT_EQ(fake::live_bytes(0), 0u);
-  EXPECT_EQ(fake::mapped_bytes(0), 0u);
+  EXPECT_EQ(gpu::live_bytes(0), 0u);
+  EXPECT_EQ(gpu::mapped_bytes(0), 0u);
   EXPECT_EQ(pool->stats().reserved_bytes[0].current, 0);
   EXPECT_POOL_VALID(*pool);
 }
 
-TEST_P(DevicePoolOnFakeCuda, HooksOncePerMapAndUnmap) {
+TEST_P(DevicePoolOnNullGpu, HooksOncePerMapAndUnmap) {
   int64_t bytes = 0;
   int maps = 0, unmaps = 0;
   pool->set_segment_hooks({[&](const DeviceSegmentEvent& e) {
@@ -182,7 +182,7 @@ void scenario(DevicePool& pool, StreamHandle a, StreamHandle b) {
   pool.empty_cache();
   alloc(50 * kMiB, b);
   alloc(40 * kMiB, a);  // the OOM path
-  fake::complete_all_events();
+  gpu::complete_all_events();
   for (void* p : live) pool.deallocate(p);
   pool.empty_cache();
 }
@@ -197,10 +197,10 @@ const char* memory_call(const char* backend) {
 // (no release, no retry, not an OOM); an out-of-memory code (2 in all three
 // libraries: cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY,
 // ncclSystemError) takes the OOM path and its retry.
-TEST_P(DevicePoolOnFakeCuda, DriverErrorIsABackendErrorNotAnOom) {
+TEST_P(DevicePoolOnNullGpu, DriverErrorIsABackendErrorNotAnOom) {
   const char* call = memory_call(GetParam().backend);
   SCOPED_TRACE(call);
-  fake::fail_nth_call(call, 1);  // cudaErrorUnknown / CUDA_ERROR_UNKNOWN / ncclUnhandledCudaError
+  gpu::fail_nth_call(call, 1);  // cudaErrorUnknown / CUDA_ERROR_UNKNOWN / ncclUnhandledCudaError
   try {
     pool->allocate(30 * kMiB, h1());
     FAIL() << "expected DevicePoolError(backend_error)";
@@ -212,13 +212,13 @@ TEST_P(DevicePoolOnFakeCuda, DriverErrorIsABackendErrorNotAnOom) {
     EXPECT_NE(text.find(std::string("the ") + GetParam().backend + " backend failed while allocating 30.00 MiB"),
               std::string::npos) << text;
   }
-  EXPECT_EQ(fake::last_fault(), call);
+  EXPECT_EQ(gpu::last_fault(), call);
   EXPECT_EQ(pool->stats().num_ooms, 0);
   EXPECT_EQ(pool->stats().num_alloc_retries, 0);
-  EXPECT_EQ(fake::live_bytes(0), 0u);
+  EXPECT_EQ(gpu::live_bytes(0), 0u);
   (void)cudaGetLastError();
 
-  fake::fail_nth_call(call, 1, 2);  // out of memory: released, retried, served
+  gpu::fail_nth_call(call, 1, 2);  // out of memory: released, retried, served
   void* p = pool->allocate(30 * kMiB, h1());
   EXPECT_EQ(pool->stats().num_alloc_retries, 1);
   EXPECT_EQ(pool->stats().num_ooms, 0);
@@ -229,11 +229,11 @@ TEST_P(DevicePoolOnFakeCuda, DriverErrorIsABackendErrorNotAnOom) {
 }
 
 // The C ABI passes it on as UNIPOOL_BACKEND_ERROR.
-TEST(DeviceCApiOnFakeCuda, BackendErrorStatus) {
-  fake::reset();
+TEST(DeviceCApiOnNullGpu, BackendErrorStatus) {
+  gpu::reset();
   unipool_device_pools_t* pools = nullptr;
   ASSERT_EQ(unipool_device_pools_create("backend=cuda_malloc", &pools), UNIPOOL_OK) << unipool_last_error();
-  fake::fail_nth_call("cudaMalloc", 1);
+  gpu::fail_nth_call("cudaMalloc", 1);
   unipool_status_t status = UNIPOOL_OK;
   EXPECT_EQ(unipool_device_alloc(pools, 4 * kMiB, 0, nullptr, &status), nullptr);
   EXPECT_EQ(status, UNIPOOL_BACKEND_ERROR);
@@ -245,38 +245,38 @@ TEST(DeviceCApiOnFakeCuda, BackendErrorStatus) {
   EXPECT_NE(p, nullptr);
   EXPECT_EQ(unipool_device_free(pools, p), UNIPOOL_OK);
   unipool_device_pools_destroy(pools);
-  fake::reset();
+  gpu::reset();
 }
 
-TEST_P(DevicePoolOnFakeCuda, EveryCudaCallFailsInTurn) {
-  const uint64_t before = fake::total_calls();
+TEST_P(DevicePoolOnNullGpu, EveryCudaCallFailsInTurn) {
+  const uint64_t before = gpu::total_calls();
   scenario(*pool, h1(), h2());
-  const uint64_t calls = fake::total_calls() - before;
+  const uint64_t calls = gpu::total_calls() - before;
   ASSERT_GT(calls, 5u);
   for (uint64_t k = 1; k <= calls; ++k) {
     SCOPED_TRACE("failing CUDA call #" + std::to_string(k));
     pool.reset();
     pool = make_pool(0);
-    fake::inject(fake::Fault{"*", k});
+    gpu::inject(gpu::Fault{"*", k});
     scenario(*pool, h1(), h2());
-    const std::string failed = fake::last_fault();
+    const std::string failed = gpu::last_fault();
     SCOPED_TRACE("the failed call: " + failed);
-    fake::clear_faults();
+    gpu::clear_faults();
     (void)cudaGetLastError();
     EXPECT_POOL_VALID(*pool);
     expect_stats_match_snapshot(*pool);
-    fake::complete_all_events();
+    gpu::complete_all_events();
     pool->empty_cache();
     EXPECT_EQ(pool->stats().reserved_bytes[0].current, 0);
     void* p = pool->allocate(80 * kMiB, h1());  // still usable to the device's size
     pool->deallocate(p);
     pool->empty_cache();
     // (cuda_vmm retries a handle whose cuMemRelease failed at its next call.)
-    EXPECT_EQ(fake::live_bytes(0), 0u);
+    EXPECT_EQ(gpu::live_bytes(0), 0u);
   }
 }
 
-TEST_P(DevicePoolOnFakeCuda, RandomOperationsKeepExactBooks) {
+TEST_P(DevicePoolOnNullGpu, RandomOperationsKeepExactBooks) {
   Rng rng(42);
   std::vector<void*> live;
   const StreamHandle streams[] = {h1(), h2()};
@@ -297,7 +297,7 @@ TEST_P(DevicePoolOnFakeCuda, RandomOperationsKeepExactBooks) {
     } else if (op < 96) {
       pool->record_stream(live[rng.below(live.size())], streams[rng.below(2)]);
     } else if (op < 99) {
-      fake::complete_stream(streams[rng.below(2)]);
+      gpu::complete_stream(streams[rng.below(2)]);
     } else {
       pool->empty_cache();
     }
@@ -307,10 +307,10 @@ TEST_P(DevicePoolOnFakeCuda, RandomOperationsKeepExactBooks) {
   }
   for (void* p : live) pool->deallocate(p);
   pool->empty_cache();
-  EXPECT_EQ(fake::live_bytes(0), 0u);
+  EXPECT_EQ(gpu::live_bytes(0), 0u);
 }
 
-TEST_P(DevicePoolOnFakeCuda, ThreadsOnTwoDevices) {
+TEST_P(DevicePoolOnNullGpu, ThreadsOnTwoDevices) {
   std::unique_ptr<DevicePool> second = make_pool(1);
   const uint64_t ops = scaled(3000, 200);
   std::vector<std::thread> threads;
@@ -342,7 +342,7 @@ TEST_P(DevicePoolOnFakeCuda, ThreadsOnTwoDevices) {
   second.reset();
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, DevicePoolOnFakeCuda,
+INSTANTIATE_TEST_SUITE_P(Backends, DevicePoolOnNullGpu,
                          ::testing::Values(Variant{"cuda_malloc", false}, Variant{"cuda_vmm", true},
                                            Variant{"cuda_vmm", false}, Variant{"nccl", false}),
                          [](const auto& info) {

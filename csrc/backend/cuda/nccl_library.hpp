@@ -5,7 +5,7 @@
 //   1. $UNIPOOL_NCCL_LIBRARY, a path or soname: exactly that library, no fallback.
 //   2. An NCCL already in the process (dlsym(RTLD_DEFAULT, "ncclMemAlloc")):
 //      the application's own, e.g. the one its communicators use; in tests,
-//      the fake NCCL linked into the test binary.
+//      the null GPU's NCCL linked into the test binary.
 //   3. dlopen("libnccl.so.2").
 // A library opened here stays open for the life of the process.
 #pragma once

@@ -1,11 +1,11 @@
-// unipool fake CUDA: the table behind cudaGetDriverEntryPoint*: every fake
+// unipool null GPU: the table behind cudaGetDriverEntryPoint*: every null GPU
 // driver function by its (unversioned) name.
 #include <cstring>
 #include <iterator>
 
-#include "fake_cuda/state.hpp"
+#include "nullgpu/state.hpp"
 
-namespace unipool::fake_cuda::detail {
+namespace unipool::nullgpu::detail {
 
 namespace {
 struct Symbol {
@@ -45,4 +45,4 @@ void* driver_symbol(const char* name) {
   return nullptr;
 }
 
-}  // namespace unipool::fake_cuda::detail
+}  // namespace unipool::nullgpu::detail

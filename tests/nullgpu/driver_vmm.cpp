@@ -1,16 +1,16 @@
-// unipool fake CUDA: the driver's virtual memory management (cuMem*), on
+// unipool null GPU: the driver's virtual memory management (cuMem*), on
 // real reserved host address space so that unmapped memory faults.
 #include <sys/mman.h>
 
 #include <algorithm>
 
-#include "fake_cuda/state.hpp"
+#include "nullgpu/state.hpp"
 
-using unipool::fake_cuda::detail::Call;
-using unipool::fake_cuda::detail::Family;
-using unipool::fake_cuda::detail::Mapping;
-using unipool::fake_cuda::detail::Physical;
-using unipool::fake_cuda::detail::State;
+using unipool::nullgpu::detail::Call;
+using unipool::nullgpu::detail::Family;
+using unipool::nullgpu::detail::Mapping;
+using unipool::nullgpu::detail::Physical;
+using unipool::nullgpu::detail::State;
 
 namespace {
 
@@ -18,7 +18,7 @@ constexpr int kMapFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
 
 bool multiple_of(uint64_t value, uint64_t granularity) { return value % granularity == 0; }
 
-// CUDA_SUCCESS if `prop` asks for pinned memory on a device the fake has.
+// CUDA_SUCCESS if `prop` asks for pinned memory on a device the null GPU has.
 CUresult check_prop(const State& s, const CUmemAllocationProp* prop) {
   if (prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
@@ -161,7 +161,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
   auto& s = call.s;
   const auto it = s.physical.find(handle);
   if (it == s.physical.end() || it->second.released || flags != 0 || offset != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (it->second.mapped) return CUDA_ERROR_NOT_SUPPORTED;  // aliases: see fake_cuda.hpp
+  if (it->second.mapped) return CUDA_ERROR_NOT_SUPPORTED;  // aliases: see nullgpu.hpp
   const auto begin = static_cast<uintptr_t>(ptr);
   if (size != it->second.bytes || !multiple_of(begin, s.config.granularity) || !inside_reservation(s, begin, size) ||
       overlaps_mapping(s, begin, size)) {

@@ -1,15 +1,15 @@
-// unipool fake CUDA: the driver's device and context queries, and the
+// unipool null GPU: the driver's device and context queries, and the
 // runtime's door to the driver (cudaGetDriverEntryPoint*).
 #include <algorithm>
 #include <cstring>
 
-#include "fake_cuda/state.hpp"
+#include "nullgpu/state.hpp"
 
-using unipool::fake_cuda::detail::Call;
-using unipool::fake_cuda::detail::Family;
-using unipool::fake_cuda::detail::Needs;
-using unipool::fake_cuda::detail::State;
-using unipool::fake_cuda::detail::thread_state;
+using unipool::nullgpu::detail::Call;
+using unipool::nullgpu::detail::Family;
+using unipool::nullgpu::detail::Needs;
+using unipool::nullgpu::detail::State;
+using unipool::nullgpu::detail::thread_state;
 
 extern "C" {
 
@@ -81,7 +81,7 @@ cudaError_t lookup(Call& call, const char* symbol, void** funcPtr, unsigned int 
   const State& s = call.s;
   const auto& hidden = s.config.hidden_driver_symbols;
   void* found = std::find(hidden.begin(), hidden.end(), symbol) == hidden.end()
-                    ? unipool::fake_cuda::detail::driver_symbol(symbol)
+                    ? unipool::nullgpu::detail::driver_symbol(symbol)
                     : nullptr;
   cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSuccess;
   if (found == nullptr) {

@@ -1,11 +1,11 @@
-// unipool fake CUDA: the shared state and the entry-point prologue.
-#include "fake_cuda/state.hpp"
+// unipool null GPU: the shared state and the entry-point prologue.
+#include "nullgpu/state.hpp"
 
 #include <sys/mman.h>
 
 #include <cstdlib>
 
-namespace unipool::fake_cuda::detail {
+namespace unipool::nullgpu::detail {
 
 State& state() {
   // Never destroyed: entry points may run from other static destructors.
@@ -123,4 +123,4 @@ int stream_device(const State& s, cudaStream_t stream) {
   return it == s.streams.end() ? -1 : (*it)->device;
 }
 
-}  // namespace unipool::fake_cuda::detail
+}  // namespace unipool::nullgpu::detail

@@ -1,15 +1,15 @@
-// unipool fake NCCL: buffer allocation (ncclMemAlloc / ncclMemFree) and
+// unipool null GPU: NCCL buffer allocation (ncclMemAlloc / ncclMemFree) and
 // registration stubs that only keep count. Exported from test binaries (see
 // CMakeLists.txt) so dlsym(RTLD_DEFAULT, "ncclMemAlloc") finds it.
 #include <cstdlib>
 
-#include "fake_cuda/state.hpp"
+#include "nullgpu/state.hpp"
 
-using unipool::fake_cuda::detail::Call;
-using unipool::fake_cuda::detail::DeviceAllocation;
-using unipool::fake_cuda::detail::Family;
-using unipool::fake_cuda::detail::Needs;
-using unipool::fake_cuda::detail::thread_state;
+using unipool::nullgpu::detail::Call;
+using unipool::nullgpu::detail::DeviceAllocation;
+using unipool::nullgpu::detail::Family;
+using unipool::nullgpu::detail::Needs;
+using unipool::nullgpu::detail::thread_state;
 
 extern "C" {
 

@@ -1,13 +1,13 @@
-// unipool fake CUDA: streams and events. Work is done at once; an event's
-// completion is what the test controls (fake_cuda::complete_stream & co.).
-#include "fake_cuda/state.hpp"
+// unipool null GPU: streams and events. Work is done at once; an event's
+// completion is what the test controls (nullgpu::complete_stream & co.).
+#include "nullgpu/state.hpp"
 
-using unipool::fake_cuda::detail::Call;
-using unipool::fake_cuda::detail::Family;
-using unipool::fake_cuda::detail::State;
-using unipool::fake_cuda::detail::stream_device;
-using unipool::fake_cuda::detail::stream_key;
-using unipool::fake_cuda::detail::thread_state;
+using unipool::nullgpu::detail::Call;
+using unipool::nullgpu::detail::Family;
+using unipool::nullgpu::detail::State;
+using unipool::nullgpu::detail::stream_device;
+using unipool::nullgpu::detail::stream_key;
+using unipool::nullgpu::detail::thread_state;
 
 namespace {
 

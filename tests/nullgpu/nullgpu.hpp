@@ -1,6 +1,6 @@
-// unipool test support: controls the fake CUDA runtime (tests/fake_cuda/).
+// unipool test support: controls the null GPU (tests/nullgpu/).
 //
-// The fake implements, on host memory, the CUDA runtime, driver (VMM) and
+// The null GPU implements, on host memory, the CUDA runtime, driver (VMM) and
 // NCCL entry points that unipool's backends and CUB's CachingDeviceAllocator
 // call, with the real prototypes and C linkage. A test binary links it in
 // place of libcudart, so the real backend code runs on the CPU.
@@ -15,7 +15,7 @@
 //   cuMemSetAccess makes them read/write, cuMemUnmap drops the pages and
 //   makes the range PROT_NONE again, so a stray access faults. Contents do
 //   not survive an unmap; a handle can be mapped once at a time (real CUDA
-//   allows aliases; the fake refuses with CUDA_ERROR_NOT_SUPPORTED).
+//   allows aliases; the null GPU refuses with CUDA_ERROR_NOT_SUPPORTED).
 // - Streams and events: work "runs" at once (copies are plain memcpy), but a
 //   recorded event stays pending until the test completes it here, or a
 //   cudaEventSynchronize / cudaStreamSynchronize / cudaDeviceSynchronize (or
@@ -30,13 +30,13 @@
 // - NCCL: ncclMemAlloc rounds to the VMM granularity (as NCCL's cuMem path
 //   does) and fails with ncclUnhandledCudaError when out of memory. The
 //   nccl* symbols are exported from test binaries, so a backend that looks
-//   NCCL up with dlsym(RTLD_DEFAULT, ...) finds the fake.
+//   NCCL up with dlsym(RTLD_DEFAULT, ...) finds the null GPU.
 //
-// Counted calls: every fake entry point except the error-text ones
+// Counted calls: every null GPU entry point except the error-text ones
 // (cudaGetErrorString/Name, cuGetErrorString/Name, ncclGetErrorString) and
 // cudaGetLastError / cudaPeekAtLastError. Only counted calls can be failed.
 //
-// Thread-safe: one mutex guards the whole fake. The current device and the
+// Thread-safe: one mutex guards the whole null GPU. The current device and the
 // pending error are per thread, as in CUDA. Test support only; never
 // installed, never linked into the libraries.
 #pragma once
@@ -47,7 +47,7 @@
 #include <string_view>
 #include <vector>
 
-namespace unipool::fake_cuda {
+namespace unipool::nullgpu {
 
 inline constexpr uint64_t kMiB = uint64_t{1} << 20;
 inline constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
@@ -71,7 +71,7 @@ struct Config {
   int driver_version = 13000;
 };
 
-// Frees everything the fake still holds (memory, reservations, streams,
+// Frees everything the null GPU still holds (memory, reservations, streams,
 // events), drops faults, zeroes counters and starts every thread afresh on
 // device 0 with no pending error. Call it at the start of each test.
 void reset(const Config& config = Config{});
@@ -148,4 +148,4 @@ struct LeakReport {
 };
 LeakReport leaks();
 
-}  // namespace unipool::fake_cuda
+}  // namespace unipool::nullgpu

@@ -1,10 +1,10 @@
-// unipool fake CUDA: the test-facing control API (fake_cuda.hpp).
+// unipool null GPU: the test-facing control API (nullgpu.hpp).
 #include <stdexcept>
 #include <string>
 
-#include "fake_cuda/state.hpp"
+#include "nullgpu/state.hpp"
 
-namespace unipool::fake_cuda {
+namespace unipool::nullgpu {
 
 using detail::state;
 
@@ -12,13 +12,13 @@ namespace {
 std::unique_lock<std::mutex> locked() { return std::unique_lock(state().mutex); }
 
 void check_device(int device) {
-  if (!state().valid_device(device)) throw std::out_of_range("fake_cuda: no device " + std::to_string(device));
+  if (!state().valid_device(device)) throw std::out_of_range("nullgpu: no device " + std::to_string(device));
 }
 }  // namespace
 
 void reset(const Config& config) {
   if (config.device_count < 0 || config.granularity == 0 || (config.granularity & (config.granularity - 1)) != 0) {
-    throw std::invalid_argument("fake_cuda::reset: device_count >= 0 and a power-of-two granularity");
+    throw std::invalid_argument("nullgpu::reset: device_count >= 0 and a power-of-two granularity");
   }
   auto lock = locked();
   auto& s = state();
@@ -42,7 +42,7 @@ Config config() {
 }
 
 void inject(const Fault& fault) {
-  if (fault.nth == 0) throw std::invalid_argument("fake_cuda::inject: nth counts from 1");
+  if (fault.nth == 0) throw std::invalid_argument("nullgpu::inject: nth counts from 1");
   auto lock = locked();
   state().faults.push_back(detail::ArmedFault{fault, fault.nth});
 }
@@ -215,4 +215,4 @@ LeakReport leaks() {
   return report;
 }
 
-}  // namespace unipool::fake_cuda
+}  // namespace unipool::nullgpu

@@ -1,12 +1,12 @@
-// unipool fake CUDA: runtime device management, versions and the per-thread
+// unipool null GPU: runtime device management, versions and the per-thread
 // pending error.
-#include "fake_cuda/state.hpp"
+#include "nullgpu/state.hpp"
 
-using unipool::fake_cuda::detail::Call;
-using unipool::fake_cuda::detail::Family;
-using unipool::fake_cuda::detail::Needs;
-using unipool::fake_cuda::detail::state;
-using unipool::fake_cuda::detail::thread_state;
+using unipool::nullgpu::detail::Call;
+using unipool::nullgpu::detail::Family;
+using unipool::nullgpu::detail::Needs;
+using unipool::nullgpu::detail::state;
+using unipool::nullgpu::detail::thread_state;
 
 extern "C" {
 

@@ -1,4 +1,4 @@
-// unipool fake CUDA: the one process-wide state behind every fake entry
+// unipool null GPU: the one process-wide state behind every null GPU entry
 // point, and the prologue each entry point runs (lock, count, inject).
 #pragma once
 
@@ -15,10 +15,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include "fake_cuda/fake_cuda.hpp"
+#include "nullgpu/nullgpu.hpp"
 
 // The runtime's opaque handle types are incomplete in the CUDA headers; the
-// fake gives them a body. Handles are validated against the live sets
+// null GPU gives them a body. Handles are validated against the live sets
 // before they are dereferenced, so a stale handle is an error, not UB.
 struct CUstream_st {
   int device;
@@ -32,7 +32,7 @@ struct CUevent_st {
   bool complete;
 };
 
-namespace unipool::fake_cuda::detail {
+namespace unipool::nullgpu::detail {
 
 enum class Family { runtime, driver, nccl };
 // What a call needs to succeed besides an armed fault not hitting it.
@@ -139,7 +139,7 @@ int stream_device(const State& s, cudaStream_t stream);
 // A stream's value as events and tests see it: cudaStreamLegacy is stream 0.
 uintptr_t stream_key(cudaStream_t stream);
 
-// The fake driver function registered under `name`, or null.
+// The null GPU driver function registered under `name`, or null.
 void* driver_symbol(const char* name);
 
-}  // namespace unipool::fake_cuda::detail
+}  // namespace unipool::nullgpu::detail

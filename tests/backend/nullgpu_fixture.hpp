@@ -1,4 +1,4 @@
-// unipool backend tests: a fresh fake CUDA runtime per test, and a leak
+// unipool backend tests: a fresh null GPU runtime per test, and a leak
 // check when the test is done.
 #pragma once
 
@@ -8,21 +8,21 @@
 
 #include <cerrno>
 
-#include "fake_cuda/fake_cuda.hpp"
+#include "nullgpu/nullgpu.hpp"
 
 namespace unipool::test {
 
-namespace fake = ::unipool::fake_cuda;
+namespace gpu = ::unipool::nullgpu;
 
-class FakeCudaTest : public ::testing::Test {
+class NullGpuTest : public ::testing::Test {
  protected:
   // Tests that need another machine override this.
-  virtual fake::Config config() const { return fake::Config{}; }
+  virtual gpu::Config config() const { return gpu::Config{}; }
 
-  void SetUp() override { fake::reset(config()); }
+  void SetUp() override { gpu::reset(config()); }
   void TearDown() override {
     // Everything a test created must be gone once its objects are.
-    EXPECT_TRUE(fake::leaks().clean()) << fake::leaks().describe();
+    EXPECT_TRUE(gpu::leaks().clean()) << gpu::leaks().describe();
   }
 };
 

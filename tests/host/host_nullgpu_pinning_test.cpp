@@ -1,5 +1,5 @@
 // unipool host: pinning through the real CUDA pinner (cudaHostRegister) on
-// the fake CUDA runtime, with injected registration failures: pinned=on
+// the null GPU, with injected registration failures: pinned=on
 // fails clearly, best_effort serves pageable and counts it, the pending CUDA
 // error is cleared, registrations stay under max_pin, no driver = pageable.
 // Background pinning (pin_thread=on): the pool's thread registers chunks
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "fake_cuda/fake_cuda.hpp"
+#include "nullgpu/nullgpu.hpp"
 #include "unipool/host_pool.hpp"
 
 namespace unipool {
@@ -22,13 +22,13 @@ constexpr const char* kConf = "reserve=1GiB,huge_threshold=8MiB,chunk=4MiB,max_p
 
 std::string conf(const char* extra) { return std::string(kConf) + "," + extra; }
 
-class HostFakeCuda : public ::testing::Test {
+class HostNullGpu : public ::testing::Test {
  protected:
-  void SetUp() override { fake_cuda::reset(); }
-  void TearDown() override { EXPECT_TRUE(fake_cuda::leaks().clean()) << fake_cuda::leaks().describe(); }
+  void SetUp() override { nullgpu::reset(); }
+  void TearDown() override { EXPECT_TRUE(nullgpu::leaks().clean()) << nullgpu::leaks().describe(); }
 };
 
-TEST_F(HostFakeCuda, PinnedOnRegistersChunksUnderMaxPin) {
+TEST_F(HostNullGpu, PinnedOnRegistersChunksUnderMaxPin) {
   {
     HostPool pool(conf("pinned=on"));
     std::vector<void*> blocks;
@@ -40,18 +40,18 @@ TEST_F(HostFakeCuda, PinnedOnRegistersChunksUnderMaxPin) {
     }
     EXPECT_EQ(pool.pinning_state(), HostPinningState::pinned);
     const HostPoolStats st = pool.stats();
-    EXPECT_EQ(st.pinned_bytes, fake_cuda::pinned_bytes());
-    for (const fake_cuda::HostRange& r : fake_cuda::registered_ranges()) EXPECT_LE(r.bytes, uint64_t{8} << 20);
+    EXPECT_EQ(st.pinned_bytes, nullgpu::pinned_bytes());
+    for (const nullgpu::HostRange& r : nullgpu::registered_ranges()) EXPECT_LE(r.bytes, uint64_t{8} << 20);
     for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::ok);
     std::string why;
     EXPECT_TRUE(pool.validate(&why)) << why;
   }
-  EXPECT_EQ(fake_cuda::pinned_bytes(), 0u);  // every registration undone with the pool
+  EXPECT_EQ(nullgpu::pinned_bytes(), 0u);  // every registration undone with the pool
 }
 
-TEST_F(HostFakeCuda, PinnedOnFailsClearlyAndClearsThePendingError) {
+TEST_F(HostNullGpu, PinnedOnFailsClearlyAndClearsThePendingError) {
   HostPool pool(conf("pinned=on"));
-  fake_cuda::fail_nth_call("cudaHostRegister", 1);
+  nullgpu::fail_nth_call("cudaHostRegister", 1);
   EXPECT_EQ(pool.allocate(1000), nullptr);
   EXPECT_EQ(HostPool::last_status(), Status::out_of_space);
   EXPECT_NE(std::string(HostPool::last_error()).find("pinned=on"), std::string::npos) << HostPool::last_error();
@@ -64,9 +64,9 @@ TEST_F(HostFakeCuda, PinnedOnFailsClearlyAndClearsThePendingError) {
   pool.free(p);
 }
 
-TEST_F(HostFakeCuda, BestEffortServesPageableAndCountsIt) {
+TEST_F(HostNullGpu, BestEffortServesPageableAndCountsIt) {
   HostPool pool(conf("pinned=best_effort"));
-  fake_cuda::fail_nth_call("cudaHostRegister", 1);
+  nullgpu::fail_nth_call("cudaHostRegister", 1);
   void* p = pool.allocate(1000);
   ASSERT_NE(p, nullptr) << HostPool::last_error();
   EXPECT_FALSE(pool.is_pinned(p));
@@ -78,29 +78,29 @@ TEST_F(HostFakeCuda, BestEffortServesPageableAndCountsIt) {
   pool.free(p);
 }
 
-TEST_F(HostFakeCuda, RegistrationBeyondThePinnedLimitFails) {
-  fake_cuda::Config config;
+TEST_F(HostNullGpu, RegistrationBeyondThePinnedLimitFails) {
+  nullgpu::Config config;
   config.pinned_limit = uint64_t{16} << 20;
-  fake_cuda::reset(config);
+  nullgpu::reset(config);
   HostPool pool(conf("pinned=on"));
   void* a = pool.allocate(10 << 20);
   ASSERT_NE(a, nullptr) << HostPool::last_error();
   EXPECT_EQ(pool.allocate(10 << 20), nullptr);  // would pass the limit
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-  EXPECT_LE(fake_cuda::pinned_bytes(), uint64_t{16} << 20);
+  EXPECT_LE(nullgpu::pinned_bytes(), uint64_t{16} << 20);
   pool.free(a);
 }
 
-TEST_F(HostFakeCuda, NoDriverMeansPageableAndSaysSo) {
-  fake_cuda::Config config;
+TEST_F(HostNullGpu, NoDriverMeansPageableAndSaysSo) {
+  nullgpu::Config config;
   config.driver_present = false;
-  fake_cuda::reset(config);
+  nullgpu::reset(config);
   HostPool pool(conf("pinned=on"));
   void* p = pool.allocate(1000);
   ASSERT_NE(p, nullptr);
   EXPECT_FALSE(pool.is_pinned(p));
   EXPECT_EQ(pool.pinning_state(), HostPinningState::pageable_no_gpu);
-  EXPECT_EQ(fake_cuda::calls("cudaHostRegister"), 0u);
+  EXPECT_EQ(nullgpu::calls("cudaHostRegister"), 0u);
   pool.free(p);
 }
 
@@ -108,12 +108,12 @@ TEST_F(HostFakeCuda, NoDriverMeansPageableAndSaysSo) {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-// Whether the fake runtime's registrations cover [p, p + bytes) (one or
+// Whether the null GPU's registrations cover [p, p + bytes) (one or
 // several side by side).
 bool registered(const void* p, uint64_t bytes) {
   auto a = reinterpret_cast<uintptr_t>(p);
   const uintptr_t end = a + bytes;
-  for (const fake_cuda::HostRange& r : fake_cuda::registered_ranges()) {  // by address
+  for (const nullgpu::HostRange& r : nullgpu::registered_ranges()) {  // by address
     const auto b = reinterpret_cast<uintptr_t>(r.base);
     if (b <= a && a < b + r.bytes) a = b + r.bytes;
     if (a >= end) return true;
@@ -121,7 +121,7 @@ bool registered(const void* p, uint64_t bytes) {
   return false;
 }
 
-TEST_F(HostFakeCuda, PinThreadRegistersChunksAhead) {
+TEST_F(HostNullGpu, PinThreadRegistersChunksAhead) {
   {
     HostPool pool(conf("pinned=on,pin_thread=on"));
     void* first = pool.allocate(1 << 20);
@@ -130,11 +130,11 @@ TEST_F(HostFakeCuda, PinThreadRegistersChunksAhead) {
     HostPoolStats st = pool.stats();
     EXPECT_EQ(st.pin_thread_registrations, 1u);
     EXPECT_EQ(st.committed_bytes, 12 * kMiB);  // the first chunk and two ahead
-    EXPECT_EQ(st.pinned_bytes, fake_cuda::pinned_bytes());
-    EXPECT_EQ(fake_cuda::registered_ranges().size(), st.pin_registrations);
+    EXPECT_EQ(st.pinned_bytes, nullgpu::pinned_bytes());
+    EXPECT_EQ(nullgpu::registered_ranges().size(), st.pin_registrations);
     // Served from the chunks the thread registered: the allocation itself
-    // calls nothing, and the fake runtime holds the block as registered.
-    const uint64_t calls = fake_cuda::calls("cudaHostRegister");
+    // calls nothing, and the null GPU holds the block as registered.
+    const uint64_t calls = nullgpu::calls("cudaHostRegister");
     void* big = pool.allocate(6 << 20);
     ASSERT_NE(big, nullptr) << HostPool::last_error();
     EXPECT_TRUE(pool.is_pinned(big));
@@ -142,26 +142,26 @@ TEST_F(HostFakeCuda, PinThreadRegistersChunksAhead) {
     pool.wait_for_pinning();
     st = pool.stats();
     EXPECT_EQ(st.pin_registrations - st.pin_thread_registrations, 1u);
-    EXPECT_EQ(fake_cuda::calls("cudaHostRegister"), calls + (st.pin_thread_registrations - 1));
-    EXPECT_EQ(st.pinned_bytes, fake_cuda::pinned_bytes());
-    for (const fake_cuda::HostRange& r : fake_cuda::registered_ranges()) EXPECT_LE(r.bytes, uint64_t{8} << 20);
+    EXPECT_EQ(nullgpu::calls("cudaHostRegister"), calls + (st.pin_thread_registrations - 1));
+    EXPECT_EQ(st.pinned_bytes, nullgpu::pinned_bytes());
+    for (const nullgpu::HostRange& r : nullgpu::registered_ranges()) EXPECT_LE(r.bytes, uint64_t{8} << 20);
     EXPECT_EQ(pool.free(first), Status::ok);
     EXPECT_EQ(pool.free(big), Status::ok);
     std::string why;
     EXPECT_TRUE(pool.validate(&why)) << why;
   }
   // Every registration, the thread's too, undone with the pool (and
-  // TearDown checks the fake holds nothing else).
-  EXPECT_EQ(fake_cuda::pinned_bytes(), 0u);
-  EXPECT_TRUE(fake_cuda::registered_ranges().empty());
+  // TearDown checks the null GPU holds nothing else).
+  EXPECT_EQ(nullgpu::pinned_bytes(), 0u);
+  EXPECT_TRUE(nullgpu::registered_ranges().empty());
 }
 
-TEST_F(HostFakeCuda, PinThreadFailureWithPinnedOnIsNeverHandedOut) {
+TEST_F(HostNullGpu, PinThreadFailureWithPinnedOnIsNeverHandedOut) {
   HostPool pool(conf("pinned=on,pin_thread=on"));
   // Call 1 is the first allocation's own; 2 is the thread's (after it), and
   // fails; so does 3, the next allocation's own.
-  fake_cuda::fail_nth_call("cudaHostRegister", 2);
-  fake_cuda::fail_nth_call("cudaHostRegister", 3);
+  nullgpu::fail_nth_call("cudaHostRegister", 2);
+  nullgpu::fail_nth_call("cudaHostRegister", 3);
   void* first = pool.allocate(1 << 20);
   ASSERT_NE(first, nullptr) << HostPool::last_error();
   pool.wait_for_pinning();
@@ -174,16 +174,16 @@ TEST_F(HostFakeCuda, PinThreadFailureWithPinnedOnIsNeverHandedOut) {
   const HostPoolStats st = pool.stats();
   EXPECT_EQ(st.pin_failures, 2u);
   EXPECT_EQ(st.committed_bytes, 4 * kMiB);  // no unpinned chunk kept
-  EXPECT_EQ(st.pinned_bytes, fake_cuda::pinned_bytes());
+  EXPECT_EQ(st.pinned_bytes, nullgpu::pinned_bytes());
   EXPECT_EQ(st.pinned_bytes, st.committed_bytes);
   EXPECT_EQ(pool.free(first), Status::ok);
   std::string v;
   EXPECT_TRUE(pool.validate(&v)) << v;
 }
 
-TEST_F(HostFakeCuda, PinThreadFailureWithBestEffortIsServedPageable) {
+TEST_F(HostNullGpu, PinThreadFailureWithBestEffortIsServedPageable) {
   HostPool pool(conf("pinned=best_effort,pin_thread=on"));
-  fake_cuda::fail_nth_call("cudaHostRegister", 2);  // the thread's registration
+  nullgpu::fail_nth_call("cudaHostRegister", 2);  // the thread's registration
   void* first = pool.allocate(1 << 20);
   ASSERT_NE(first, nullptr) << HostPool::last_error();
   EXPECT_TRUE(pool.is_pinned(first));
@@ -191,7 +191,7 @@ TEST_F(HostFakeCuda, PinThreadFailureWithBestEffortIsServedPageable) {
   HostPoolStats st = pool.stats();
   EXPECT_EQ(st.pin_failures, 1u);
   EXPECT_EQ(st.pageable_bytes, 8 * kMiB);
-  EXPECT_EQ(st.pinned_bytes, fake_cuda::pinned_bytes());
+  EXPECT_EQ(st.pinned_bytes, nullgpu::pinned_bytes());
   void* big = pool.allocate(6 << 20);
   ASSERT_NE(big, nullptr) << HostPool::last_error();
   EXPECT_FALSE(pool.is_pinned(big));  // it lies over the chunks the thread failed to pin
@@ -203,7 +203,7 @@ TEST_F(HostFakeCuda, PinThreadFailureWithBestEffortIsServedPageable) {
   EXPECT_TRUE(pool.validate(&why)) << why;
 }
 
-TEST_F(HostFakeCuda, PinThreadWithThreadsAllocatingRegistersNothingTwice) {
+TEST_F(HostNullGpu, PinThreadWithThreadsAllocatingRegistersNothingTwice) {
   {
     HostPool pool(conf("pinned=on,pin_thread=on"));
     std::vector<std::thread> workers;
@@ -231,16 +231,16 @@ TEST_F(HostFakeCuda, PinThreadWithThreadsAllocatingRegistersNothingTwice) {
     for (int t = 0; t < 4; ++t) EXPECT_EQ(bad[t], 0) << "thread " << t;
     pool.wait_for_pinning();
     const HostPoolStats st = pool.stats();
-    // A second registration of a range fails in the fake
+    // A second registration of a range fails in the null GPU
     // (cudaErrorHostMemoryAlreadyRegistered): none failed.
     EXPECT_EQ(st.pin_failures, 0u);
-    EXPECT_EQ(fake_cuda::registered_ranges().size(), st.pin_registrations);
-    EXPECT_EQ(fake_cuda::calls("cudaHostRegister"), st.pin_registrations);
-    EXPECT_EQ(st.pinned_bytes, fake_cuda::pinned_bytes());
+    EXPECT_EQ(nullgpu::registered_ranges().size(), st.pin_registrations);
+    EXPECT_EQ(nullgpu::calls("cudaHostRegister"), st.pin_registrations);
+    EXPECT_EQ(st.pinned_bytes, nullgpu::pinned_bytes());
     std::string why;
     EXPECT_TRUE(pool.validate(&why)) << why;
   }
-  EXPECT_TRUE(fake_cuda::registered_ranges().empty());
+  EXPECT_TRUE(nullgpu::registered_ranges().empty());
 }
 
 }  // namespace

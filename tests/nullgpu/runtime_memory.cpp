@@ -1,4 +1,4 @@
-// unipool fake CUDA: device memory (host memory standing in for it), copies,
+// unipool null GPU: device memory (host memory standing in for it), copies,
 // pointer attributes and host-memory registration.
 #include <sys/mman.h>
 #include <unistd.h>
@@ -7,15 +7,15 @@
 #include <cstring>
 #include <iterator>
 
-#include "fake_cuda/state.hpp"
+#include "nullgpu/state.hpp"
 
-using unipool::fake_cuda::detail::Call;
-using unipool::fake_cuda::detail::DeviceAllocation;
-using unipool::fake_cuda::detail::Family;
-using unipool::fake_cuda::detail::Registration;
-using unipool::fake_cuda::detail::State;
-using unipool::fake_cuda::detail::stream_device;
-using unipool::fake_cuda::detail::thread_state;
+using unipool::nullgpu::detail::Call;
+using unipool::nullgpu::detail::DeviceAllocation;
+using unipool::nullgpu::detail::Family;
+using unipool::nullgpu::detail::Registration;
+using unipool::nullgpu::detail::State;
+using unipool::nullgpu::detail::stream_device;
+using unipool::nullgpu::detail::thread_state;
 
 namespace {
 

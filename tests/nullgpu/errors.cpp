@@ -1,6 +1,6 @@
-// unipool fake CUDA: error names and texts (runtime and driver) for the
-// codes the fake produces, plus the common sticky ones. Never counted.
-#include "fake_cuda/state.hpp"
+// unipool null GPU: error names and texts (runtime and driver) for the
+// codes the null GPU produces, plus the common sticky ones. Never counted.
+#include "nullgpu/state.hpp"
 
 namespace {
 
