@@ -41,12 +41,7 @@ CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice
   if (call.refused()) return call.driver_refusal();
   if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!call.s.valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
-  switch (attribute) {
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = call.s.config.vmm_supported; break;
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
-    default: *value = 0; break;
-  }
+  *value = unipool::nullgpu::detail::device_attribute(call.s.config, attribute);
   return CUDA_SUCCESS;
 }
 

@@ -35,9 +35,10 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   const uint64_t bytes = (size + granularity - 1) / granularity * granularity;
   const int device = thread_state().device;
   if (!call.s.fits(device, bytes)) return ncclUnhandledCudaError;
-  void* storage = std::aligned_alloc(static_cast<size_t>(granularity), static_cast<size_t>(bytes));
+  uint64_t mapped = 0;
+  void* storage = unipool::nullgpu::detail::map_memory(bytes, granularity, &mapped);
   if (storage == nullptr) return ncclSystemError;
-  call.s.allocations.emplace(reinterpret_cast<uintptr_t>(storage), DeviceAllocation{device, bytes, true});
+  call.s.allocations.emplace(reinterpret_cast<uintptr_t>(storage), DeviceAllocation{device, bytes, true, mapped});
   call.s.charge(device, bytes);
   *ptr = storage;
   return ncclSuccess;
@@ -50,8 +51,8 @@ ncclResult_t ncclMemFree(void* ptr) {
   const auto it = call.s.allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == call.s.allocations.end() || !it->second.nccl) return ncclUnhandledCudaError;
   call.s.uncharge(it->second.device, it->second.bytes);
+  unipool::nullgpu::detail::unmap_memory(ptr, it->second.mapped_bytes);
   call.s.allocations.erase(it);
-  std::free(ptr);
   return ncclSuccess;
 }
 

@@ -69,7 +69,19 @@ struct Config {
   uint64_t pinned_limit = kUnlimited;  // total bytes cudaHostRegister accepts
   int runtime_version = 13000;
   int driver_version = 13000;
+  // A recorded event completes by itself on its Nth query (cudaEventQuery,
+  // or cudaStreamQuery of its stream); kUnlimited: only a synchronize or a
+  // test's complete_*() completes it.
+  uint64_t event_lag = kUnlimited;
+  int compute_major = 9;  // what device properties and attributes report
+  int compute_minor = 0;
+  int sm_count = 132;
 };
+
+// The configuration of a process whose null GPU is the preloaded shared
+// library (scripts/nullgpu.sh): a device of 80 GiB whose events complete
+// on their second query, CUDA 13.2.
+Config shared_library_defaults();
 
 // Frees everything the null GPU still holds (memory, reservations, streams,
 // events), drops faults, zeroes counters and starts every thread afresh on
@@ -91,6 +103,20 @@ inline void fail_nth_call(std::string_view function, uint64_t nth, int code = kD
 void clear_faults();
 uint64_t faults_fired();
 std::string last_fault();  // the function the last fired fault failed, or ""
+
+// Parses `text`, the value of the UNIPOOL_NULLGPU environment variable:
+// comma-separated key=value pairs over `base`. Keys: devices, capacity and
+// granularity (bytes; KiB/MiB/GiB/TiB suffixes), compute_capability (9.0),
+// sm_count, event_lag (a count or "never"), pinned_limit, byte_limit,
+// vmm (on/off), driver (on/off), and fault=FUNCTION:NTH[:CODE][:sticky],
+// the only key that may repeat (each arms one Fault). A key given twice, an
+// unknown key or a bad value throws std::invalid_argument naming it.
+struct EnvironmentConfig {
+  Config config;
+  std::vector<Fault> faults;
+  uint64_t byte_limit = kUnlimited;
+};
+EnvironmentConfig parse_config(std::string_view text, const Config& base);
 
 // Allocations (cudaMalloc, cuMemCreate, ncclMemAlloc) larger than `bytes`
 // fail as out of memory. kUnlimited lifts the limit.

@@ -2,15 +2,45 @@
 #include "nullgpu/state.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
+
+#include <cstdio>
 #include <cstdlib>
 
 namespace unipool::nullgpu::detail {
+
+namespace {
+
+// The shared library starts from its own defaults and the environment; a
+// bad UNIPOOL_NULLGPU stops the process, naming the key, since every result
+// obtained under a misread configuration would be wrong.
+void configure_from_environment(State& s) {
+#ifdef UNIPOOL_NULLGPU_SHARED
+  const Config base = shared_library_defaults();
+#else
+  const Config base = Config{};
+#endif
+  const char* text = std::getenv("UNIPOOL_NULLGPU");
+  try {
+    EnvironmentConfig env = parse_config(text != nullptr ? text : "", base);
+    s.config = std::move(env.config);
+    s.byte_limit = env.byte_limit;
+    for (const Fault& fault : env.faults) s.faults.push_back(ArmedFault{fault, fault.nth});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "unipool null GPU: %s\n", e.what());
+    std::abort();
+  }
+}
+
+}  // namespace
 
 State& state() {
   // Never destroyed: entry points may run from other static destructors.
   static State* const instance = [] {
     auto* s = new State;
+    configure_from_environment(*s);
     s->charged.assign(static_cast<size_t>(s->config.device_count), 0);
     return s;
   }();
@@ -20,7 +50,7 @@ State& state() {
 ThreadState& thread_state() {
   thread_local ThreadState tls;
   const uint64_t generation = state().generation.load(std::memory_order_acquire);
-  if (tls.generation != generation) tls = ThreadState{generation, 0, cudaSuccess};
+  if (tls.generation != generation) tls = ThreadState{generation, 0, cudaSuccess, cudaStreamCaptureModeGlobal};
   return tls;
 }
 
@@ -96,8 +126,15 @@ void State::complete_device_events(int device) {
 }
 
 void State::release_everything() {
-  for (auto& [base, allocation] : allocations) std::free(reinterpret_cast<void*>(base));
+  for (auto& [base, allocation] : allocations) munmap(reinterpret_cast<void*>(base), allocation.mapped_bytes);
   allocations.clear();
+  for (auto& [base, allocation] : host_allocations) munmap(reinterpret_cast<void*>(base), allocation.mapped_bytes);
+  host_allocations.clear();
+  host_allocated = 0;
+  for (CUgraph_st* graph : graphs) destroy_graph(graph);
+  graphs.clear();
+  global_captures = 0;
+  peer_access.clear();
   // Unmapping happens with the reservations: every mapping lies inside one.
   for (auto& [base, bytes] : reservations) munmap(reinterpret_cast<void*>(base), bytes);
   reservations.clear();
@@ -110,6 +147,50 @@ void State::release_everything() {
   for (CUevent_st* event : events) delete event;
   events.clear();
   nccl_registrations.clear();
+}
+
+void* map_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes) {
+  const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  alignment = std::max(alignment, page);
+  const uint64_t length = (bytes + page - 1) / page * page;
+  if (length < bytes || length > UINT64_MAX - alignment) return nullptr;
+  // Over-reserve, then trim both ends to an aligned range.
+  void* raw = mmap(nullptr, length + alignment - page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t base = (start + alignment - 1) / alignment * alignment;
+  if (base > start) munmap(raw, base - start);
+  const uintptr_t end = start + length + alignment - page;
+  if (end > base + length) munmap(reinterpret_cast<void*>(base + length), end - (base + length));
+  *mapped_bytes = length;
+  return reinterpret_cast<void*>(base);
+}
+
+void unmap_memory(void* base, uint64_t mapped_bytes) { munmap(base, mapped_bytes); }
+
+void destroy_graph(CUgraph_st* graph) {
+  for (auto& [object, references] : graph->user_objects) {
+    object->references -= std::min(object->references, references);
+    if (object->references == 0) {
+      if (object->destroy != nullptr) object->destroy(object->ptr);
+      delete object;
+    }
+  }
+  delete graph;
+}
+
+bool capture_forbids_sync(State& s, CUstream_st* stream) {
+  CUgraph_st* capture = stream != nullptr && s.streams.count(stream) != 0 ? stream->capture : nullptr;
+  if (capture == nullptr) {
+    if (s.global_captures == 0 || thread_state().capture_mode == cudaStreamCaptureModeRelaxed) return false;
+    for (CUgraph_st* graph : s.graphs) {
+      if (graph->capturing && graph->mode == cudaStreamCaptureModeGlobal) graph->invalidated = true;
+    }
+    return true;
+  }
+  capture->invalidated = true;
+  return true;
 }
 
 uintptr_t stream_key(cudaStream_t stream) {

@@ -7,10 +7,12 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -20,16 +22,54 @@
 // The runtime's opaque handle types are incomplete in the CUDA headers; the
 // null GPU gives them a body. Handles are validated against the live sets
 // before they are dereferenced, so a stale handle is an error, not UB.
+// A captured operation, replayed by cudaGraphLaunch. Kernels are not
+// recorded: they do nothing on the null GPU, captured or not.
+struct NullGpuGraphOp {
+  enum Kind { copy, set, host_function } kind;
+  void* dst = nullptr;
+  const void* src = nullptr;
+  uint64_t bytes = 0;
+  int value = 0;
+  cudaHostFn_t function = nullptr;
+  void* user_data = nullptr;
+};
+struct CUuserObject_st {
+  void* ptr;
+  cudaHostFn_t destroy;
+  unsigned references;
+};
+struct CUgraph_st {
+  std::vector<NullGpuGraphOp> ops;
+  std::vector<std::pair<CUuserObject_st*, unsigned>> user_objects;  // references the graph owns
+  // While captured into: the capture's id and mode, and whether an illegal
+  // call invalidated it (cudaStreamEndCapture then fails).
+  uint64_t capture_id = 0;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  bool capturing = false;
+  bool invalidated = false;
+};
+struct CUgraphExec_st {
+  std::vector<NullGpuGraphOp> ops;
+};
 struct CUstream_st {
   int device;
   unsigned flags;
+  int priority = 0;
+  // The graph this stream is capturing into (begun here or joined through
+  // an event), or null.
+  CUgraph_st* capture = nullptr;
 };
 struct CUevent_st {
   int device;
   unsigned flags;
-  uintptr_t stream;  // where it was last recorded (0 = a default stream)
-  bool recorded;
-  bool complete;
+  uintptr_t stream = 0;  // where it was last recorded (0 = a default stream)
+  bool recorded = false;
+  bool complete = false;
+  // Queries left before it completes by itself (Config::event_lag).
+  uint64_t queries_left = 0;
+  std::chrono::steady_clock::time_point recorded_at{};
+  // Recorded into a capture: a stream that waits on it joins that capture.
+  CUgraph_st* capture = nullptr;
 };
 
 namespace unipool::nullgpu::detail {
@@ -42,6 +82,12 @@ struct DeviceAllocation {  // cudaMalloc or ncclMemAlloc
   int device;
   uint64_t bytes;  // charged to the device
   bool nccl;
+  uint64_t mapped_bytes;  // its mmap (whole pages)
+};
+struct HostAllocation {  // cudaHostAlloc / cudaMallocHost: pinned from birth
+  uint64_t bytes;
+  uint64_t mapped_bytes;
+  unsigned flags;
 };
 struct Physical {  // cuMemCreate
   int device;
@@ -82,7 +128,14 @@ struct State {
   CUmemGenericAllocationHandle next_handle = 1;
   std::map<uintptr_t, Mapping> mappings;
   std::map<uintptr_t, Registration> registrations;
-  uint64_t pinned = 0;
+  uint64_t pinned = 0;  // registered bytes (cudaHostRegister)
+  std::map<uintptr_t, HostAllocation> host_allocations;
+  uint64_t host_allocated = 0;  // cudaHostAlloc bytes
+  std::unordered_set<CUgraph_st*> graphs;  // captured or created, not destroyed
+  uint64_t next_capture_id = 1;
+  uint64_t global_captures = 0;  // under way in cudaStreamCaptureModeGlobal
+  std::set<std::pair<int, int>> peer_access;  // (device, peer) enabled
+  std::map<uintptr_t, uint64_t> symbols;       // __cudaRegisterVar: host shadow -> bytes
   std::unordered_set<CUstream_st*> streams;
   std::unordered_set<CUevent_st*> events;
   std::unordered_set<uintptr_t> nccl_registrations;
@@ -96,16 +149,53 @@ struct State {
   // Events recorded on `stream` (any device when device < 0) complete.
   void complete_events(uintptr_t stream, int device);
   void complete_device_events(int device);
+  // A newly recorded event's countdown (Config::event_lag).
+  uint64_t event_lag() const { return config.event_lag; }
   void release_everything();  // for reset(): frees what tests leaked
 };
 
 State& state();
+
+// The entry of `map` (keyed by base address) whose [key, key + size) holds
+// `address`, or end().
+template <class Map, class SizeOf>
+auto containing(Map& map, uintptr_t address, SizeOf size_of) {
+  auto it = map.upper_bound(address);
+  if (it == map.begin()) return map.end();
+  --it;
+  return address - it->first < size_of(it->second) ? it : map.end();
+}
+
+// Device and pinned host memory: fresh anonymous pages, reserved with
+// MAP_NORESERVE so that an 80 GiB device costs no RAM until touched, at an
+// `alignment` that is a power of two. Null on failure; *mapped_bytes gets
+// the length to give unmap_memory.
+void* map_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes);
+void unmap_memory(void* base, uint64_t mapped_bytes);
+
+// A device attribute (CUdevice_attribute / cudaDeviceAttr: the same
+// numbers) as the configured device reports it; 0 for what it lacks.
+int device_attribute(const Config& config, int attribute);
+// cudaGetDeviceProperties of `device`, consistent with device_attribute.
+void fill_properties(const Config& config, int device, cudaDeviceProp* prop);
+
+// Drops a graph: its user objects lose the graph's references (a
+// destructor runs when the last goes), then it is deleted.
+void destroy_graph(CUgraph_st* graph);
+// Whether a call that synchronizes (or frees) is illegal now for the
+// calling thread because a capture is under way; if so the capture is
+// invalidated, as CUDA does, and the caller fails with
+// cudaErrorStreamCaptureUnsupported.
+bool capture_forbids_sync(State& s, CUstream_st* stream);
 
 // The calling thread's CUDA view: current device and pending error.
 struct ThreadState {
   uint64_t generation = 0;
   int device = 0;
   cudaError_t pending = cudaSuccess;
+  // cudaThreadExchangeStreamCaptureMode: relaxed lets this thread make
+  // calls that a global capture forbids.
+  cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
 };
 ThreadState& thread_state();
 
@@ -125,6 +215,9 @@ class Call {
 
   // Records a runtime failure as the thread's pending error; returns it.
   cudaError_t fail(cudaError_t err);
+  // Lets go of the lock before calling back into user code, which may call
+  // CUDA itself; `s` must not be used after.
+  void unlock() { lock_.unlock(); }
 
   State& s;
 
@@ -139,7 +232,12 @@ int stream_device(const State& s, cudaStream_t stream);
 // A stream's value as events and tests see it: cudaStreamLegacy is stream 0.
 uintptr_t stream_key(cudaStream_t stream);
 
-// The null GPU driver function registered under `name`, or null.
+// The driver function cuGetProcAddress gives for `name` (a base name, as
+// callers ask): implemented, or a loud stub; null if the real driver has
+// no such function either.
 void* driver_symbol(const char* name);
+// The stub of a driver function the null GPU does not implement, by its
+// exact exported name, or null (driver_stubs.cpp).
+void* unimplemented_driver_symbol(const char* name);
 
 }  // namespace unipool::nullgpu::detail

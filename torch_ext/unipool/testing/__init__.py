@@ -1,0 +1,1 @@
+"""Test and benchmark support for unipool; never imported by the package."""
