@@ -6,7 +6,7 @@ from conftest import SIM, needs_gpu, run_py
 INSTALL = f"""
 import torch, unipool, unipool.torch as ut
 from unipool import _C
-ut.install(device_conf="{SIM}", host_conf="pinned=best_effort,thread_cache=none")
+ut.install(device_conf="{SIM}", host_conf="pinned=on,thread_cache=none")
 assert _C._host_allocator_is_unipool()
 """
 

@@ -50,8 +50,23 @@ assert lib.unipool_device_validate(None) == 0
 
 @needs_gpu
 def test_pluggable_gpu_tensors():
+    # Contents are checked through copies: the null GPU's kernels compute
+    # nothing, its copies move real bytes.
     run_py("""
-import torch, unipool.torch as ut
+import ctypes, torch, unipool, unipool.torch as ut
 torch.cuda.memory.change_current_allocator(ut.pluggable_allocator())
-x = torch.ones(1 << 20, device="cuda"); assert float(x.sum()) == float(1 << 20)
+lib = ctypes.CDLL(unipool.library_path())
+def allocated():
+    v = ctypes.c_int64()
+    assert lib.unipool_device_stat(None, 0, b"allocated_bytes.all.current", ctypes.byref(v)) == 0
+    return v.value
+src = torch.arange(1 << 20, dtype=torch.float32)
+x = src.to("cuda")
+assert allocated() >= 4 << 20                  # torch's tensor came from unipool
+assert torch.equal(x.cpu(), src)
+assert torch.cuda.memory.get_allocator_backend() == "pluggable"
+del x
+assert allocated() == 0
+torch.cuda.empty_cache()
+assert lib.unipool_device_validate(None) == 0
 """)

@@ -364,6 +364,14 @@ bool UnipoolCudaAllocator::checkPoolLiveAllocations(c10::DeviceIndex device, Mem
   return live == expected.size();
 }
 
+void UnipoolCudaAllocator::setUseOnOOM(c10::DeviceIndex, MempoolId_t, bool use_on_oom) {
+  if (use_on_oom) unsupported("setUseOnOOM", "a private pool's memory is never lent to the default pool on OOM");
+}
+
+void UnipoolCudaAllocator::setNoSplit(c10::DeviceIndex, MempoolId_t) {
+  unsupported("setNoSplit", "blocks of a pool share its segments");
+}
+
 c10::cuda::CUDACachingAllocator::ShareableHandle UnipoolCudaAllocator::shareIpcHandle(void*) {
   unsupported("shareIpcHandle", "CUDA IPC of pool blocks is not implemented");
 }

@@ -61,6 +61,13 @@ class UnipoolCudaAllocator final : public CUDAAllocator {
   int getPoolUseCount(c10::DeviceIndex device, MempoolId_t mempool_id) override;
   void createOrIncrefPool(c10::DeviceIndex device, MempoolId_t mempool_id,
                           std::shared_ptr<CUDAAllocator> allocator) override;
+  // MemPool(use_on_oom=True) asks that the default pool may borrow from
+  // this one when it runs out: not supported, said at construction. False
+  // (what ~MemPool passes) is the state every pool is in: a no-op, since
+  // torch calls it from a destructor, where an exception would terminate.
+  void setUseOnOOM(c10::DeviceIndex device, MempoolId_t mempool_id, bool use_on_oom) override;
+  // MemPool(no_split=True): not supported (a pool's blocks share segments).
+  void setNoSplit(c10::DeviceIndex device, MempoolId_t mempool_id) override;
   bool checkPoolLiveAllocations(c10::DeviceIndex device, MempoolId_t mempool_id,
                                 const std::unordered_set<void*>& expected_live_allocations) override;
   c10::cuda::CUDACachingAllocator::ShareableHandle shareIpcHandle(void* ptr) override;

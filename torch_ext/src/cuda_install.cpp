@@ -6,6 +6,7 @@
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
@@ -26,13 +27,37 @@ UnipoolCudaAllocator& installed() {
   return *g_allocator;
 }
 
+// The host pool's configuration for torch's pinned host allocator: what
+// torch hands out as pinned must be pinned, so pinned=on unless the
+// configuration (given, else UNIPOOL_HOST_CONF) says otherwise, and then
+// install() refuses rather than serve pageable memory as pinned.
+std::string pinned_host_conf(const std::string& given) {
+  const char* env = std::getenv("UNIPOOL_HOST_CONF");
+  std::string conf = !given.empty() ? given : env != nullptr ? env : "";
+  if (conf.find("pinned=") == std::string::npos) conf += conf.empty() ? "pinned=on" : ",pinned=on";
+  HostPoolConfig parsed;
+  try {
+    parsed = HostPoolConfig::parse(conf);
+  } catch (const std::exception& e) {
+    TORCH_CHECK_VALUE(false, "unipool: bad host_conf: ", e.what());
+  }
+  TORCH_CHECK_VALUE(parsed.pinned == HostPinned::on, "unipool: host_conf '", conf,
+                    "' does not pin (pinned=", to_string(parsed.pinned),
+                    "), but torch's pinned host allocator (pin_memory, non_blocking copies) must hand out pinned "
+                    "memory: use pinned=on, or leave pinned out");
+  return conf;
+}
+
 void install(const std::string& device_conf, const std::string& host_conf) {
   std::lock_guard lock(g_install_mutex);
-  if (!host_conf.empty()) configure_host_pool(host_conf);
+  // Every check that can fail comes before anything is applied, so that a
+  // refused install() leaves the process as it was.
+  const std::string host = pinned_host_conf(host_conf);
   if (g_allocator) {
     TORCH_CHECK(device_conf.empty() ||
                     DevicePoolConfig::parse(device_conf).to_string() == g_allocator->pools().config().to_string(),
                 "unipool: already installed with '", g_allocator->pools().config().to_string(), "'");
+    configure_host_pool(host);
     return;
   }
   cca::CUDAAllocator* current = cca::get();
@@ -47,6 +72,7 @@ void install(const std::string& device_conf, const std::string& host_conf) {
   } catch (const std::exception& e) {
     TORCH_CHECK_VALUE(false, "unipool: bad device_conf: ", e.what());
   }
+  configure_host_pool(host);
   // Never destroyed (PyTorch's own allocator is not either): torch's
   // shared_ptr to it dies among the static destructors at exit, when the
   // CUDA runtime may already be torn down, so a destructor giving memory
