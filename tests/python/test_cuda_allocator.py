@@ -108,6 +108,7 @@ def test_mempool_calls_route_to_a_private_pool():
 _C._cuda_pool_create(0, 1, 0)
 assert _C._cuda_pool_use_count(0, 1, 0) == 1
 _C._cuda_pool_begin(0, 1, 0)
+assert _C._cuda_pool_use_count(0, 1, 0) == 2       # begin takes a reference, as in PyTorch
 a = _C._cuda_raw_alloc(4 << 20)
 _C._cuda_pool_end(0, 1, 0)
 b = _C._cuda_raw_alloc(4 << 20)
@@ -118,7 +119,9 @@ assert not any(s["address"] <= b < s["address"] + s["total_size"] for s in segs)
 assert _C._cuda_pool_check_live(0, 1, 0, [a]) and not _C._cuda_pool_check_live(0, 1, 0, [])
 assert _C._cuda_device_stats(0)["allocated_bytes.all.current"] == 8 << 20
 _C._cuda_raw_delete(a); _C._cuda_raw_delete(b)
-_C._cuda_pool_release(0, 1, 0)
+_C._cuda_pool_release(0, 1, 0)                       # the context's reference
+assert _C._cuda_pool_use_count(0, 1, 0) == 1
+_C._cuda_pool_release(0, 1, 0)                       # the creator's
 assert _C._cuda_pool_use_count(0, 1, 0) == 0
 assert _C._cuda_snapshot(1, 0) == []
 _C._cuda_validate()

@@ -308,14 +308,8 @@ int UnipoolCudaAllocator::getPoolUseCount(c10::DeviceIndex device, MempoolId_t m
 
 void UnipoolCudaAllocator::beginAllocateToPool(c10::DeviceIndex device, MempoolId_t mempool_id,
                                                std::function<bool(cudaStream_t)> filter) {
-  {
-    std::lock_guard lock(mutex_);
-    if (private_.find({device, mempool_id}) != private_.end()) {
-      private_[{device, mempool_id}].filters.push_back(std::move(filter));
-      ++routing_;
-      return;
-    }
-  }
+  // A reference of its own, as PyTorch's allocator takes: the releasePool
+  // that follows endAllocateToPool (use_mem_pool, graph capture) gives it back.
   createOrIncrefPool(device, mempool_id, nullptr);
   std::lock_guard lock(mutex_);
   private_[{device, mempool_id}].filters.push_back(std::move(filter));

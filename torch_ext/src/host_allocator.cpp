@@ -6,8 +6,15 @@
 #include <ATen/core/CachingHostAllocator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -64,6 +71,77 @@ struct StreamUse {
   StreamHandle stream;
 };
 
+// CUDA graph pools of pinned memory. A block allocated while a graph
+// captures into a pool (torch.cuda.graph: a filter takes the current
+// stream) is read or written by the graph's copies at every replay, so once
+// freed it is held, not reused, until the pool's last user releases it, as
+// PyTorch's own pinned allocator does.
+class HostGraphPools {
+ public:
+  void begin(c10::MempoolId_t id, std::function<bool(c10::Stream)> filter) {
+    std::lock_guard lock(mutex_);
+    for (const auto& [pool, f] : captures_) {
+      TORCH_CHECK(pool != id, "unipool pinned host allocator: already allocating to this graph pool");
+    }
+    ++pools_[id].use_count;
+    captures_.emplace_back(id, std::move(filter));
+    capturing_.store(true);
+  }
+
+  void end(c10::MempoolId_t id) {
+    std::lock_guard lock(mutex_);
+    const auto it = std::find_if(captures_.begin(), captures_.end(), [&](const auto& c) { return c.first == id; });
+    TORCH_CHECK(it != captures_.end(), "unipool pinned host allocator: end_allocate_to_pool without a begin");
+    captures_.erase(it);
+    capturing_.store(!captures_.empty());
+  }
+
+  // The pool a block allocated now belongs to, if a capture takes the
+  // current stream.
+  std::optional<c10::MempoolId_t> pool_for_allocation() {
+    if (!capturing_.load()) return std::nullopt;
+    c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
+    const c10::Stream stream = cuda.getStream(cuda.getDevice());
+    std::lock_guard lock(mutex_);
+    for (const auto& [pool, filter] : captures_) {
+      if (filter(stream)) return pool;
+    }
+    return std::nullopt;
+  }
+
+  // True if `p`, freed, is kept for its pool.
+  bool hold(c10::MempoolId_t id, void* p) {
+    std::lock_guard lock(mutex_);
+    const auto it = pools_.find(id);
+    if (it == pools_.end()) return false;
+    it->second.held.push_back(p);
+    return true;
+  }
+
+  // Drops a reference; at the last, the pool goes and its held blocks are
+  // returned for freeing.
+  std::vector<void*> release(c10::MempoolId_t id) {
+    std::lock_guard lock(mutex_);
+    const auto it = pools_.find(id);
+    TORCH_CHECK(it != pools_.end() && it->second.use_count > 0,
+                "unipool pinned host allocator: release_pool of an unknown graph pool");
+    if (--it->second.use_count > 0) return {};
+    std::vector<void*> held = std::move(it->second.held);
+    pools_.erase(it);
+    return held;
+  }
+
+ private:
+  struct Pool {
+    int use_count = 0;
+    std::vector<void*> held;
+  };
+  std::mutex mutex_;
+  std::map<c10::MempoolId_t, Pool> pools_;
+  std::vector<std::pair<c10::MempoolId_t, std::function<bool(c10::Stream)>>> captures_;
+  std::atomic<bool> capturing_{false};
+};
+
 class UnipoolHostAllocator final : public at::HostAllocator {
  public:
   at::DataPtr allocate(size_t n) override {
@@ -72,9 +150,10 @@ class UnipoolHostAllocator final : public at::HostAllocator {
     TORCH_CHECK_WITH(OutOfMemoryError, p != nullptr, "unipool pinned host allocator: cannot allocate ", n,
                      " bytes: ", HostPool::last_error());
     const int64_t usable = static_cast<int64_t>(host_pool().usable_size(p));
+    const std::optional<c10::MempoolId_t> graph_pool = graph_pools_.pool_for_allocation();
     {
       std::lock_guard lock(mutex_);
-      live_.emplace(p, Live{usable, {}});
+      live_.emplace(p, Live{usable, {}, graph_pool});
       stats_.active_requests.increase(1);
       stats_.active_bytes.increase(usable);
       stats_.allocations.increase(1);
@@ -103,6 +182,14 @@ class UnipoolHostAllocator final : public at::HostAllocator {
   void empty_cache() override {
     host_pool().collect_deferred();
     host_pool().trim();
+  }
+
+  void begin_allocate_to_pool(c10::MempoolId_t id, std::function<bool(c10::Stream)> filter) override {
+    graph_pools_.begin(id, std::move(filter));
+  }
+  void end_allocate_to_pool(c10::MempoolId_t id) override { graph_pools_.end(id); }
+  void release_pool(c10::MempoolId_t id) override {
+    for (void* p : graph_pools_.release(id)) host_pool().free(p);
   }
 
   at::HostStats get_stats() override {
@@ -138,6 +225,7 @@ class UnipoolHostAllocator final : public at::HostAllocator {
   struct Live {
     int64_t usable;
     std::vector<StreamUse> streams;
+    std::optional<c10::MempoolId_t> graph_pool;  // allocated during a capture into it
   };
 
   static void raw_delete(void* p) {
@@ -158,6 +246,7 @@ class UnipoolHostAllocator final : public at::HostAllocator {
       stats_.allocated_bytes.decrease(live.usable);
       ++stats_.num_host_free;
     }
+    if (live.graph_pool && graph_pools_.hold(*live.graph_pool, p)) return;
     FenceSource* fences = cuda_hooks().fences ? cuda_hooks().fences() : nullptr;
     if (live.streams.empty() || fences == nullptr) {
       host_pool().free(p);
@@ -181,6 +270,7 @@ class UnipoolHostAllocator final : public at::HostAllocator {
   std::unordered_map<void*, Live> live_;
   at::HostStats stats_;
   FenceGroups groups_;
+  HostGraphPools graph_pools_;
 };
 
 bool g_registered = false;
