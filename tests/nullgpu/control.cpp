@@ -178,7 +178,8 @@ uint64_t nccl_registrations() {
 
 bool LeakReport::clean() const noexcept {
   return allocations == 0 && allocated_bytes == 0 && physical_handles == 0 && mappings == 0 && reservations == 0 &&
-         host_ranges == 0 && streams == 0 && events == 0 && nccl_registrations == 0;
+         host_ranges == 0 && streams == 0 && events == 0 && nccl_registrations == 0 && host_allocations == 0 &&
+         graphs == 0;
 }
 
 std::string LeakReport::describe() const {
@@ -196,6 +197,8 @@ std::string LeakReport::describe() const {
   add("streams", streams);
   add("events", events);
   add("NCCL registrations", nccl_registrations);
+  add("pinned host allocations", host_allocations);
+  add("graphs", graphs);
   return "leaked: " + text;
 }
 
@@ -212,6 +215,8 @@ LeakReport leaks() {
   report.streams = s.streams.size();
   report.events = s.events.size();
   report.nccl_registrations = s.nccl_registrations.size();
+  report.host_allocations = s.host_allocations.size();
+  report.graphs = s.graphs.size();
   return report;
 }
 

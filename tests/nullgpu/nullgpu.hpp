@@ -168,6 +168,8 @@ struct LeakReport {
   uint64_t streams = 0;
   uint64_t events = 0;
   uint64_t nccl_registrations = 0;
+  uint64_t host_allocations = 0;  // cudaHostAlloc / cudaMallocHost
+  uint64_t graphs = 0;            // captured or created, not destroyed
 
   bool clean() const noexcept;
   std::string describe() const;  // "clean" or what is left, for test messages
