@@ -45,6 +45,14 @@ cudaError_t begin_capture(Call& call, cudaStream_t stream, cudaGraph_t graph, cu
   return cudaSuccess;
 }
 
+// The executable graph is a copy of the graph's operations as they are now.
+cudaError_t instantiate(Call& call, cudaGraphExec_t* exec, cudaGraph_t graph) {
+  if (call.refused()) return call.runtime_refusal();
+  if (exec == nullptr || !live_graph(call.s, graph)) return call.fail(cudaErrorInvalidValue);
+  *exec = new CUgraphExec_st{graph->ops};
+  return cudaSuccess;
+}
+
 void run(const std::vector<NullGpuGraphOp>& ops) {
   for (const NullGpuGraphOp& op : ops) {
     switch (op.kind) {
@@ -163,22 +171,15 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t*
   return cudaSuccess;
 }
 
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph, unsigned long long flags) {
+// Flags (auto-free on launch, upload, priority) change nothing here.
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph, unsigned long long) {
   Call call("cudaGraphInstantiate", Family::runtime);
-  if (call.refused()) return call.runtime_refusal();
-  if (pGraphExec == nullptr || !live_graph(call.s, graph)) return call.fail(cudaErrorInvalidValue);
-  (void)flags;
-  *pGraphExec = new CUgraphExec_st{graph->ops};
-  return cudaSuccess;
+  return instantiate(call, pGraphExec, graph);
 }
 
-cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* pGraphExec, cudaGraph_t graph, unsigned long long flags) {
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* pGraphExec, cudaGraph_t graph, unsigned long long) {
   Call call("cudaGraphInstantiateWithFlags", Family::runtime);
-  if (call.refused()) return call.runtime_refusal();
-  if (pGraphExec == nullptr || !live_graph(call.s, graph)) return call.fail(cudaErrorInvalidValue);
-  (void)flags;
-  *pGraphExec = new CUgraphExec_st{graph->ops};
-  return cudaSuccess;
+  return instantiate(call, pGraphExec, graph);
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
