@@ -10,6 +10,11 @@ Reports
   - host bytes reserved / requested: unipool's arena, and what torch's pinned
     allocator (CachingHostAllocator: every request rounded up to a power of
     two, never split) would reserve for the same buffers, computed;
+  - the same request stream served by real pinned tensors (one per request)
+    from torch's CachingHostAllocator as shipped and with unipool installed
+    as torch's host allocator, each in its own process on the null GPU
+    (pinned_peers.py): peak reserved / peak requested and ns per alloc+free,
+    beside KVBlockPool's alloc+free of the same requests;
   - alloc+free cost per batch and per block from Python (list ids and ids
     written into a tensor; two calls and one free_and_alloc call; a hot
     batch of consecutive ids and a scattered one from a churned pool) and
@@ -32,6 +37,7 @@ import time
 import torch
 
 import unipool
+from pinned_peers import burst_requests
 
 MODELS = {
     # name: (layers, kv heads, head dim)
@@ -214,6 +220,64 @@ def burst_workload(pool, rounds: int, seed: int, copy_every: int, device_tensor)
     }
 
 
+def kv_pool_stream_ns(num_blocks: int, rounds: int) -> float:
+    """ns per alloc+free of a request in KVBlockPool, over the request
+    stream the pinned peers serve (burst_requests), best of 3 passes."""
+    pool = unipool.KVBlockPool(block_bytes=4096, num_blocks=num_blocks, pinned=False)
+    ops = list(burst_requests(rounds, seed=1, capacity_blocks=num_blocks))
+    allocations = sum(1 for kind, _ in ops if kind == "alloc")
+    best = math.inf
+    for _ in range(3):
+        live = []
+        t0 = time.perf_counter_ns()
+        for kind, arg in ops:
+            if kind == "alloc":
+                live.append(pool.alloc(arg))
+            else:
+                pool.free(live.pop(arg))
+        for ids in live:
+            pool.free(ids)
+        best = min(best, (time.perf_counter_ns() - t0) / allocations)
+    pool.validate()
+    return best
+
+
+def pinned_peers(block_bytes: int, rounds: int, iterations: int) -> dict:
+    """Runs pinned_peers.py for torch's and unipool's pinned allocators, each
+    in its own process on the null GPU; {} with a message when there is none."""
+    try:
+        from unipool.testing import nullgpu
+        env = nullgpu.environment()
+    except FileNotFoundError as e:
+        print(f"pinned peers skipped: {e}", file=sys.stderr)
+        return {}
+    env.pop("UNIPOOL_INSTALL", None)
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pinned_peers.py")
+    results = {}
+    for allocator in ("torch", "unipool"):
+        out = subprocess.run([sys.executable, script, allocator, str(block_bytes), str(rounds), str(iterations)],
+                             capture_output=True, text=True, env=env)
+        if out.returncode != 0:
+            raise RuntimeError(f"pinned_peers.py {allocator} failed:\n{out.stdout}\n{out.stderr}")
+        results[allocator] = json.loads(out.stdout.strip().splitlines()[-1])
+    return results
+
+
+def print_pinned_table(peers: dict, kv_ns: float, arena_ratio: float) -> None:
+    print("\n## KV-sized pinned buffers: one per request (1-64 blocks), the same stream for each "
+          "(null GPU: host-side figures)")
+    print("| allocator | peak requested | peak reserved | reserved / requested | ns per alloc+free (stream) "
+          "| ns per alloc+free (hot, 16 blocks) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name, label in (("torch", "torch CachingHostAllocator (pin_memory=True)"),
+                        ("unipool", "torch pin_memory=True, unipool installed")):
+        r = peers[name]
+        print(f"| {label} | {r['peak_requested_bytes'] / 2**30:.3f} GiB | {r['peak_reserved_bytes'] / 2**30:.3f} GiB "
+              f"| {r['reserved_over_requested']:.4f} | {r['stream_ns_per_alloc_free']:.0f} "
+              f"| {r['hot_ns_per_alloc_free']:.0f} |")
+    print(f"| unipool KVBlockPool (ids) | | | {arena_ratio:.4f} | {kv_ns:.0f} | |")
+
+
 def run_cpp(path: str, batch: int, iterations: int) -> dict | None:
     if not path or not os.path.exists(path):
         return None
@@ -255,6 +319,9 @@ def main() -> int:
     bursts = burst_workload(pool, rounds, seed=1, copy_every=10, device_tensor=device_tensor)
     costs = measure_costs(64, iterations)
     cpp = run_cpp(args.cpp, 64, 200000 if args.quick else 2000000)
+    peer_rounds = 1000 if args.quick else 6000
+    peers = pinned_peers(pool.block_bytes, peer_rounds, 2000 if args.quick else 20000)
+    kv_ns = kv_pool_stream_ns(1000, peer_rounds)
 
     print(f"# bench/kv_offload  model={args.model} block={shape} {dtype} = {pool.block_bytes / 2**20:.2f} MiB, "
           f"{num_blocks} blocks, {st['pinning_state']}")
@@ -298,15 +365,25 @@ def main() -> int:
           f" x pybind11")
     print(f"reserved / requested = {arena['unipool_ratio']:.4f} (target <= 1.01)")
     print(f"batched host copies (no GPU: host to host): {bursts['host_copy_gib_per_s']:.2f} GiB/s")
+    targets = {"reserved_over_requested_max": 1.01, "reserved_over_requested": arena["unipool_ratio"],
+               "alloc_free_over_empty_call_max": 2.0,
+               "alloc_free_over_empty_call": costs["ratio_vs_pybind11_empty"],
+               "free_and_alloc_over_empty_call": costs["free_and_alloc_tensor_ids_over_pybind11_empty"],
+               "scattered_free_and_alloc_over_empty_call":
+                   costs["scattered_free_and_alloc_tensor_ids_over_pybind11_empty"]}
+    if peers:
+        print_pinned_table(peers, kv_ns, arena["unipool_ratio"])
+        torch_peer = peers["torch"]
+        targets.update({"torch_pinned_reserved_over_requested": torch_peer["reserved_over_requested"],
+                        "kv_pool_ns_over_torch_pinned": kv_ns / torch_peer["stream_ns_per_alloc_free"]})
+        print(f"target: KV-sized pinned buffers reserved / requested <= 1.01: KVBlockPool "
+              f"{arena['unipool_ratio']:.4f}, torch {torch_peer['reserved_over_requested']:.4f} in the same run; "
+              f"alloc+free <= torch's: {kv_ns:.0f} ns vs {torch_peer['stream_ns_per_alloc_free']:.0f} ns "
+              f"({targets['kv_pool_ns_over_torch_pinned']:.3f}x)")
 
     result = {"benchmark": "kv_offload", "model": args.model, "quick": args.quick, "arena": arena,
               "bursts": bursts, "python_costs": costs, "cpp_costs": cpp,
-              "targets": {"reserved_over_requested_max": 1.01, "reserved_over_requested": arena["unipool_ratio"],
-                          "alloc_free_over_empty_call_max": 2.0,
-                          "alloc_free_over_empty_call": costs["ratio_vs_pybind11_empty"],
-                          "free_and_alloc_over_empty_call": costs["free_and_alloc_tensor_ids_over_pybind11_empty"],
-                          "scattered_free_and_alloc_over_empty_call":
-                              costs["scattered_free_and_alloc_tensor_ids_over_pybind11_empty"]}}
+              "pinned_peers": peers, "kv_pool_stream_ns_per_alloc_free": kv_ns, "targets": targets}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
