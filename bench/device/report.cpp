@@ -2,6 +2,7 @@
 #include "report.hpp"
 
 #include <cstdio>
+#include <utility>
 
 #include "peers.hpp"
 
@@ -35,6 +36,23 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
+// "hot path B bytes <= 0.5 x THEIRS (OURS)" for each size measured and each
+// (ours, theirs) pair present in the run.
+void hot_path_targets(const std::vector<HotPath>& hot, const std::vector<std::pair<const char*, const char*>>& pairs,
+                      std::vector<Target>& t) {
+  for (const uint64_t bytes : {uint64_t{4096}, uint64_t{1} << 20}) {
+    for (const auto& [ours, theirs] : pairs) {
+      const HotPath* u = find_hot(hot, ours, bytes);
+      const HotPath* c = find_hot(hot, theirs, bytes);
+      if (u == nullptr || c == nullptr) continue;
+      t.push_back({"hot path " + std::to_string(bytes) + " B <= 0.5 x " + theirs + " (" + ours + ")",
+                   u->ns_per_op <= 0.5 * c->ns_per_op,
+                   fixed(u->ns_per_op, 1) + " ns vs " + theirs + " " + fixed(c->ns_per_op, 1) + " ns (" +
+                       fixed(u->ns_per_op / c->ns_per_op, 2) + " x)"});
+    }
+  }
+}
+
 }  // namespace
 
 void print_trace_table(const std::vector<Result>& results, const std::string& trace) {
@@ -57,8 +75,10 @@ void print_hot_path_table(const std::vector<HotPath>& hot) {
   }
 }
 
-std::vector<Target> evaluate_targets(const std::vector<Result>& results, const std::vector<HotPath>& hot) {
-  std::vector<Target> t;
+namespace {
+
+// Issue 4: utilization, the hot path against CUB, backend calls after warm-up.
+void issue4_targets(const std::vector<Result>& results, const std::vector<HotPath>& hot, std::vector<Target>& t) {
   const Result* exp = find(results, "inference", "unipool:expandable");
   const Result* plain = find(results, "inference", "unipool");
   const Result* cub = find(results, "inference", "cub");
@@ -76,18 +96,7 @@ std::vector<Target> evaluate_targets(const std::vector<Result>& results, const s
     t.push_back({"batch_growth peak reserved <= 1.05 x largest step (unipool:expandable)", ratio <= 1.05,
                  fixed(ratio, 4) + " x"});
   }
-  for (const uint64_t bytes : {uint64_t{4096}, uint64_t{1} << 20}) {
-    const HotPath* c = find_hot(hot, "cub", bytes);
-    if (c == nullptr) continue;
-    for (const char* name : {"unipool", "unipool:expandable"}) {
-      const HotPath* u = find_hot(hot, name, bytes);
-      if (u == nullptr) continue;
-      t.push_back({"hot path " + std::to_string(bytes) + " B <= 0.5 x cub (" + name + ")",
-                   u->ns_per_op <= 0.5 * c->ns_per_op,
-                   fixed(u->ns_per_op, 1) + " ns vs cub " + fixed(c->ns_per_op, 1) + " ns (" +
-                       fixed(u->ns_per_op / c->ns_per_op, 2) + " x)"});
-    }
-  }
+  hot_path_targets(hot, {{"unipool", "cub"}, {"unipool:expandable", "cub"}}, t);
   for (const char* trace : {"inference", "batch_growth"}) {
     for (const char* name : {"unipool", "unipool:expandable"}) {
       if (const Result* r = find(results, trace, name)) {
@@ -96,17 +105,44 @@ std::vector<Target> evaluate_targets(const std::vector<Result>& results, const s
       }
     }
   }
+}
+
+// Issue 12: against PyTorch's CUDACachingAllocator, plain against plain and
+// expandable against expandable: the hot path, and peak reserved on every
+// trace of the run.
+void issue12_targets(const std::vector<Result>& results, const std::vector<HotPath>& hot, std::vector<Target>& t) {
+  const std::vector<std::pair<const char*, const char*>> pairs = {{"unipool", "torch"},
+                                                                  {"unipool:expandable", "torch:expandable"}};
+  hot_path_targets(hot, pairs, t);
+  for (const Result& r : results) {
+    for (const auto& [ours, theirs] : pairs) {
+      if (r.allocator != ours) continue;
+      const Result* peer = find(results, r.trace, theirs);
+      if (peer == nullptr) continue;
+      t.push_back({r.trace + " peak reserved <= " + theirs + "'s (" + ours + ")",
+                   r.peak_reserved <= peer->peak_reserved,
+                   mib(r.peak_reserved) + " MiB vs " + mib(peer->peak_reserved) + " MiB"});
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<Target> evaluate_targets(const std::vector<Result>& results, const std::vector<HotPath>& hot) {
+  std::vector<Target> t;
+  issue4_targets(results, hot, t);
+  issue12_targets(results, hot, t);
   return t;
 }
 
 void print_targets(const std::vector<Target>& targets) {
-  std::printf("\n== targets (issue 4) ==\n");
+  std::printf("\n== targets (issues 4 and 12) ==\n");
   for (const Target& t : targets) {
     std::printf("[%s] %s: %s\n", t.met ? "met   " : "MISSED", t.name.c_str(), t.detail.c_str());
   }
 }
 
-nlohmann::json to_json(const std::vector<Result>& results, const std::vector<HotPath>& hot,
+nlohmann::json to_json(const std::vector<PeerInfo>& peers, const std::vector<Result>& results, const std::vector<HotPath>& hot,
                        const std::vector<Target>& targets, bool quick) {
   using nlohmann::json;
   json records = json::array();
@@ -123,11 +159,14 @@ nlohmann::json to_json(const std::vector<Result>& results, const std::vector<Hot
   }
   json hot_json = json::array();
   for (const HotPath& h : hot) hot_json.push_back({{"allocator", h.allocator}, {"bytes", h.bytes}, {"ns_per_op", h.ns_per_op}});
+  json peer_json = json::array();
+  for (const PeerInfo& p : peers) peer_json.push_back({{"allocator", p.name}, {"runs_on", p.runs_on}});
   json target_json = json::array();
   for (const Target& t : targets) target_json.push_back({{"target", t.name}, {"met", t.met}, {"detail", t.detail}});
   return {{"benchmark", "device"},
           {"quick", quick},
           {"baselines_run_on", baseline_substrate()},
+          {"peers", peer_json},
           {"records", records},
           {"hot_path", hot_json},
           {"targets", target_json}};

@@ -1,4 +1,4 @@
-// bench/device: tables, the targets of issue 4, and the JSON file.
+// bench/device: tables, the targets of issues 4 and 12, and the JSON file.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "peers.hpp"
 #include "replay.hpp"
 
 namespace device_bench {
@@ -27,7 +28,7 @@ void print_trace_table(const std::vector<Result>& results, const std::string& tr
 void print_hot_path_table(const std::vector<HotPath>& hot);
 std::vector<Target> evaluate_targets(const std::vector<Result>& results, const std::vector<HotPath>& hot);
 void print_targets(const std::vector<Target>& targets);
-nlohmann::json to_json(const std::vector<Result>& results, const std::vector<HotPath>& hot,
+nlohmann::json to_json(const std::vector<PeerInfo>& peers, const std::vector<Result>& results, const std::vector<HotPath>& hot,
                        const std::vector<Target>& targets, bool quick);
 
 }  // namespace device_bench

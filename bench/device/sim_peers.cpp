@@ -1,22 +1,30 @@
-// bench/device: without the null GPU (tests not configured) there is
-// no CUB peer; "cudamalloc" is then one sim backend allocation per request.
+// bench/device: without the null GPU (no CUDA toolkit, or tests not
+// configured) every peer runs on the sim backend: unipool's two, and
+// "cudamalloc" as one sim allocation per request. No CUB, no torch.
 #include <memory>
-#include <unordered_map>
 
 #include "peers.hpp"
 #include "unipool/device_sim_backend.hpp"
+#include "unipool_peer.hpp"
 
 namespace device_bench {
 
 namespace {
 
+std::shared_ptr<unipool::SimBackend> fresh_sim() {
+  unipool::SimBackendOptions o;
+  o.capacity = uint64_t{80} << 30;
+  return std::make_shared<unipool::SimBackend>(o);
+}
+
+std::unique_ptr<Peer> make_unipool_on_sim(bool expandable) {
+  std::shared_ptr<unipool::SimBackend> sim = fresh_sim();
+  return make_unipool_peer(sim, expandable, [s = sim.get()] { return s->memory_calls(); });
+}
+
 class SimMallocPeer final : public Peer {
  public:
-  SimMallocPeer() {
-    unipool::SimBackendOptions o;
-    o.capacity = uint64_t{80} << 30;
-    sim_ = std::make_unique<unipool::SimBackend>(o);
-  }
+  SimMallocPeer() : sim_(fresh_sim()) {}
   void* allocate(uint64_t bytes) override {
     void* p = nullptr;
     sim_->allocate(0, bytes, &p);
@@ -27,20 +35,22 @@ class SimMallocPeer final : public Peer {
   uint64_t backend_calls() const override { return sim_->memory_calls(); }
 
  private:
-  std::unique_ptr<unipool::SimBackend> sim_;
+  std::shared_ptr<unipool::SimBackend> sim_;
 };
 
 }  // namespace
 
-std::unique_ptr<Peer> make_unipool();
-std::unique_ptr<Peer> make_unipool_expandable();
-
 std::vector<PeerInfo> all_peers() {
-  return {{"unipool", make_unipool},
-          {"unipool:expandable", make_unipool_expandable},
-          {"cudamalloc", [] { return std::unique_ptr<Peer>(std::make_unique<SimMallocPeer>()); }}};
+  const std::string sim = "sim backend (80 GiB)";
+  return {{"unipool", [] { return make_unipool_on_sim(false); }, sim},
+          {"unipool:expandable", [] { return make_unipool_on_sim(true); }, sim},
+          {"cudamalloc", [] { return std::unique_ptr<Peer>(std::make_unique<SimMallocPeer>()); }, sim}};
 }
 
 const char* baseline_substrate() { return "sim backend"; }
+
+std::string missing_peers() {
+  return "cub, torch and torch:expandable skipped: this build has no null GPU (CUDA toolkit and tests needed)";
+}
 
 }  // namespace device_bench
