@@ -18,7 +18,7 @@ echo "=== offset_util: range-allocator utilization (docs/benchmarks.md) ==="
 "$bin/offset_util/offset_util" "$@" --json "$out/offset_util.json"
 
 echo "=== device_bench: device pool trace replay (docs/device_pool.md) ==="
-"$bin/device/device_bench" "$@" --json "$out/device.json"
+$([ -e build/release/nullgpu/libcudart.so.13 ] && echo scripts/nullgpu.sh) "$bin/device/device_bench" "$@" --json "$out/device.json"
 
 echo "=== unipool_host_bench: host allocators (docs/host_benchmarks.md) ==="
 "$bin/host/unipool_host_bench" "$@" --json "$out/host.json"

@@ -7,6 +7,7 @@ APT_PACKAGES=(
   cmake ninja-build g++ pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev   # tests, micro-benchmarks
   nlohmann-json3-dev libcli11-dev              # benchmark JSON output, CLI parsing
+  zlib1g-dev                                   # device benchmark: recorded model traces (.trace.gz)
   clang libclang-rt-14-dev                     # libFuzzer
   libnuma-dev                                  # NUMA binding of host arenas
   libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev  # host benchmark peers
