@@ -25,8 +25,14 @@ class Peer {
   virtual void deallocate(void* ptr, uint64_t bytes) = 0;
   // Bytes held from the backend right now (cached + in use).
   virtual uint64_t reserved() const = 0;
-  // Backend allocate/free/map/unmap calls since this peer was made.
+  // Backend allocate/free/map/unmap calls since this peer was made (on the
+  // null GPU: its cudaMalloc, cudaFree, cuMemCreate, cuMemMap, cuMemUnmap and
+  // cuMemRelease, alike for every peer).
   virtual uint64_t backend_calls() const = 0;
+  // Calls the allocator itself makes into its backend: unipool's pool into
+  // its DeviceBackend (one map may be many driver calls); the other peers
+  // call CUDA directly, so for them it is backend_calls().
+  virtual uint64_t pool_calls() const { return backend_calls(); }
 };
 
 struct PeerInfo {

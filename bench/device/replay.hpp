@@ -17,6 +17,7 @@ struct Result {
   double util = 0;              // peak_requested / peak_reserved
   uint64_t backend_calls = 0;   // over the whole trace
   double calls_per_1k_after_warmup = 0;  // backend calls per 1,000 allocations after warm-up
+  double pool_calls_per_1k_after_warmup = 0;  // the same for Peer::pool_calls
   double ns_per_op = 0;         // CPU ns per allocation + its free (best timed run)
   uint64_t allocations = 0;
 };

@@ -57,13 +57,14 @@ void hot_path_targets(const std::vector<HotPath>& hot, const std::vector<std::pa
 
 void print_trace_table(const std::vector<Result>& results, const std::string& trace) {
   std::printf("\n== trace %s ==\n", trace.c_str());
-  std::printf("%-20s %14s %14s %7s %14s %18s %10s\n", "allocator", "peak req MiB", "peak res MiB", "util",
-              "backend calls", "calls/1k warm", "ns/op");
+  std::printf("%-20s %14s %14s %7s %14s %14s %14s %10s\n", "allocator", "peak req MiB", "peak res MiB", "util",
+              "backend calls", "calls/1k warm", "pool/1k warm", "ns/op");
   for (const Result& r : results) {
     if (r.trace != trace) continue;
-    std::printf("%-20s %14s %14s %7.4f %14llu %18.3f %10.1f\n", r.allocator.c_str(), mib(r.peak_requested).c_str(),
-                mib(r.peak_reserved).c_str(), r.util, static_cast<unsigned long long>(r.backend_calls),
-                r.calls_per_1k_after_warmup, r.ns_per_op);
+    std::printf("%-20s %14s %14s %7.4f %14llu %14.3f %14.3f %10.1f\n", r.allocator.c_str(),
+                mib(r.peak_requested).c_str(), mib(r.peak_reserved).c_str(), r.util,
+                static_cast<unsigned long long>(r.backend_calls), r.calls_per_1k_after_warmup,
+                r.pool_calls_per_1k_after_warmup, r.ns_per_op);
   }
 }
 
@@ -100,8 +101,12 @@ void issue4_targets(const std::vector<Result>& results, const std::vector<HotPat
   for (const char* trace : {"inference", "batch_growth"}) {
     for (const char* name : {"unipool", "unipool:expandable"}) {
       if (const Result* r = find(results, trace, name)) {
-        t.push_back({std::string(trace) + " < 1 backend call per 1,000 allocations after warm-up (" + name + ")",
-                     r->calls_per_1k_after_warmup < 1.0, fixed(r->calls_per_1k_after_warmup, 3) + " per 1k"});
+        // Pool-to-backend calls, the units the target was set in (see
+        // counting_backend.hpp); the driver calls are in the table.
+        t.push_back({std::string(trace) + " < 1 pool->backend call per 1,000 allocations after warm-up (" + name + ")",
+                     r->pool_calls_per_1k_after_warmup < 1.0,
+                     fixed(r->pool_calls_per_1k_after_warmup, 3) + " per 1k (" +
+                         fixed(r->calls_per_1k_after_warmup, 3) + " null GPU calls per 1k)"});
       }
     }
   }
@@ -155,6 +160,7 @@ nlohmann::json to_json(const std::vector<PeerInfo>& peers, const std::vector<Res
                        {"backend_calls", r.backend_calls},
                        {"ns_per_op", r.ns_per_op},
                        {"calls_per_1k_after_warmup", r.calls_per_1k_after_warmup},
+                       {"pool_calls_per_1k_after_warmup", r.pool_calls_per_1k_after_warmup},
                        {"allocations", r.allocations}});
   }
   json hot_json = json::array();

@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "counting_backend.hpp"
 #include "unipool/device_pool.hpp"
 
 namespace device_bench {
@@ -12,10 +13,10 @@ namespace {
 class UnipoolPeer final : public Peer {
  public:
   UnipoolPeer(std::shared_ptr<unipool::DeviceBackend> backend, bool expandable, std::function<uint64_t()> calls)
-      : calls_(std::move(calls)) {
+      : calls_(std::move(calls)), counting_(std::make_shared<CountingBackend>(std::move(backend))) {
     unipool::DevicePoolConfig c;
     c.expandable_segments = expandable ? 1 : 0;
-    pool_ = std::make_unique<unipool::DevicePool>(std::move(backend), 0, c);
+    pool_ = std::make_unique<unipool::DevicePool>(counting_, 0, c);
   }
   void* allocate(uint64_t bytes) override { return pool_->allocate(bytes, 0); }
   void deallocate(void* ptr, uint64_t) override { pool_->deallocate(ptr); }
@@ -23,9 +24,11 @@ class UnipoolPeer final : public Peer {
     return static_cast<uint64_t>(pool_->stats().reserved_bytes[0].current);
   }
   uint64_t backend_calls() const override { return calls_(); }
+  uint64_t pool_calls() const override { return counting_->memory_calls(); }
 
  private:
   std::function<uint64_t()> calls_;  // not on the timed path
+  std::shared_ptr<CountingBackend> counting_;
   std::unique_ptr<unipool::DevicePool> pool_;
 };
 
