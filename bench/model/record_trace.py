@@ -136,6 +136,8 @@ def header(schedule, counts: dict) -> list[str]:
         "# unipool device trace: Llama-3.2-1B served without paging (bench/model/record_trace.py)",
         "# recorded on the null GPU (no GPU computed anything) under torch's CUDA caching allocator,",
         f"# torch {torch.__version__}, torch.cuda.memory._record_memory_history device_traces",
+        f"# device: {torch.cuda.get_device_name()}, "
+        f"{torch.cuda.mem_get_info()[1] >> 30} GiB (UNIPOOL_NULLGPU={os.environ.get('UNIPOOL_NULLGPU', '')})",
         f"# model: {c.name} params={c.num_parameters()} hidden={c.hidden_size} layers={c.num_layers} "
         f"heads={c.num_heads} kv_heads={c.num_kv_heads} intermediate={c.intermediate_size} "
         f"vocab={c.vocab_size} tied={c.tie_embeddings} bf16",
