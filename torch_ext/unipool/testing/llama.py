@@ -167,6 +167,8 @@ def attention(model: Llama, layer: Layer, x: torch.Tensor, start: int,
     q, k, v = qkv.split((nq * d, nkv * d, nkv * d), dim=-1)
     q = q.view(b, t, nq, d).transpose(1, 2)
     k = k.view(b, t, nkv, d).transpose(1, 2)
+    # v is copied out of the fused projection (k gets its own tensor from
+    # the rotation): a view in the cache would keep all of qkv alive.
     v = v.view(b, t, nkv, d).transpose(1, 2).contiguous()
     cos, sin = model.cos[start:start + t], model.sin[start:start + t]
     q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
@@ -220,7 +222,8 @@ def generate(model: Llama, prompts: torch.Tensor, decode_steps: int,
              on_step: StepHook | None = None, request: int = 0) -> torch.Tensor:
     """Greedy generation: prefill prompts [B, T] (on the host, as a tokenizer
     gives them), then `decode_steps` decode forwards. Returns the new tokens
-    [B, decode_steps + 1] (the first from the prefill) on the host. The cache lives only inside this call, as one request's."""
+    [B, decode_steps + 1] (the first from the prefill) on the host. The
+    cache lives only inside this call, as one request's."""
     with sdpa_kernel(ATTENTION_BACKENDS):
         return _generate(model, prompts, decode_steps, on_step, request)
 
