@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: builds the release preset and runs every benchmark, printing
 # its tables and writing JSON into bench/results/.
-#   scripts/bench.sh            # full runs (about 20 minutes on 2 cores)
+#   scripts/bench.sh            # full runs (about 25 minutes on 2 cores)
 #   scripts/bench.sh --quick    # reduced counts (what the CI smoke runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,3 +26,6 @@ echo "=== unipool_host_bench: host allocators (docs/host_benchmarks.md) ==="
 echo "=== kv_offload: KV-cache offload pool (docs/kv_offload.md) ==="
 scripts/install_python_package.sh
 python3 bench/kv_offload/kv_offload.py "$@" --cpp "$bin/kv_offload/kv_alloc_cpp" --json "$out/kv_offload.json"
+
+echo "=== model live: Llama-3.2-1B served under each device allocator, null GPU (bench/model/README.md) ==="
+python3 bench/model/live.py "$@" --json "$out/model_live.json"
