@@ -79,13 +79,30 @@ void* DevicePool::Impl::carve_own(StreamState& s, const Request& r) {
     return id == StreamState::kNoArena ? nullptr : carve_in(*arenas[id], r);
   }
   // The last arena used, if it is not bigger than a new segment for r would
-  // be: the hot path (a block freed and asked for again) ends here.
+  // be and is as tight a fit as the fit index would find: the hot path (a
+  // block freed and asked for again) ends here without a search.
   const uint32_t hint = s.hint[k];
-  if (hint != StreamState::kNoArena && arenas[hint]->size <= device::segment_size(r.size)) {
+  if (hint != StreamState::kNoArena && arenas[hint]->size <= device::segment_size(r.size) &&
+      in_tightest_bucket(s.fit[k], *arenas[hint], r.size)) {
     if (void* p = carve_in(*arenas[hint], r)) return p;
   }
   if (void* p = best_fit(s, r)) return p;
   return nullptr;
+}
+
+// Whether `a` holds `size` in its largest free range and that range is in
+// the lowest filed bucket above size's own: there best_fit() would take any
+// segment, so the last arena used is as good a choice and costs no search.
+// In size's own bucket best_fit() compares segments, so the search runs.
+// Taking the last arena used without this check steered requests into
+// roomier segments than a search finds: on the random traces plain segments
+// reserved 8-10% more than PyTorch's best fit.
+bool DevicePool::Impl::in_tightest_bucket(const device::FitIndex& index, const Arena& a, uint64_t size) {
+  if (a.fit_bucket == Arena::kNotFiled || a.largest < size) return false;
+  const auto own_bucket = static_cast<uint32_t>(63 - std::countl_zero(size));
+  const uint64_t candidates = index.mask >> own_bucket << own_bucket;
+  return candidates != 0 && a.fit_bucket == static_cast<uint32_t>(std::countr_zero(candidates)) &&
+         a.fit_bucket != own_bucket;
 }
 
 // A segment that holds r, found through the fit index: first among those

@@ -90,6 +90,7 @@ struct DevicePool::Impl {
   void refit(Arena& a);  // after a's free ranges changed (plain segments)
   void fit_unlink(Arena& a);
   void* best_fit(StreamState& s, const Request& r);
+  static bool in_tightest_bucket(const device::FitIndex& index, const Arena& a, uint64_t size);
 
   // ---- pool_free.cpp
   Status deallocate(void* ptr, std::string* why);
