@@ -106,8 +106,11 @@ bool DevicePool::Impl::in_tightest_bucket(const device::FitIndex& index, const A
 }
 
 // A segment that holds r, found through the fit index: first among those
-// whose largest free range is in r's power of two (a few are checked: the
-// tightest fit), else any of the smallest bucket above (all of them hold r).
+// whose largest free range is in r's power of two (up to 64 are checked: the
+// tightest fit; 8 left the random traces 2% above PyTorch's best fit), else
+// the most recently filed of the smallest bucket above (all of them hold r;
+// the most recent one is the likeliest in cache, and on the model trace
+// it fragmented less than the tightest of them).
 // Keeping big free ranges for big requests is what keeps plain segments from
 // fragmenting.
 void* DevicePool::Impl::best_fit(StreamState& s, const Request& r) {
@@ -116,7 +119,7 @@ void* DevicePool::Impl::best_fit(StreamState& s, const Request& r) {
   const auto own_bucket = static_cast<uint32_t>(63 - std::countl_zero(r.size));
   uint32_t best = device::FitIndex::kEmpty;
   uint64_t best_free = ~uint64_t{0};
-  uint32_t budget = 8;
+  uint32_t budget = 64;
   for (uint32_t id = index.head[own_bucket]; id != device::FitIndex::kEmpty && budget > 0; --budget) {
     const Arena& a = *arenas[id];
     if (a.whole_only == r.oversize && a.largest >= r.size && a.largest < best_free) {
