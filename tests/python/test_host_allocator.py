@@ -69,3 +69,26 @@ x = torch.empty(1000, pin_memory=True)
 assert x.is_pinned() and unipool._C.host_owns(x.data_ptr())
 y = x.to("cuda", non_blocking=True); torch.cuda.synchronize()
 """)
+
+
+@needs_gpu
+def test_pinned_requests_up_to_max_pin_come_from_the_registered_arenas():
+    # A block above huge_threshold gets a mapping (and a registration) of its
+    # own; install() raises the threshold to max_pin unless told otherwise,
+    # so a request's worth of KV blocks (64 MiB here) reuses arena memory.
+    code = """
+import torch, unipool, unipool.torch as ut
+ut.install(host_conf={conf!r})
+for _ in range(4):
+    x = torch.empty(64 << 20, dtype=torch.uint8, pin_memory=True)
+    assert x.is_pinned()
+s = unipool.host_stats()                       # x, the last one, is live
+print(s["huge_blocks"], s["large_blocks"], s["pin_registrations"])
+del x
+unipool.host_validate()
+"""
+    huge, large, _ = map(int, run_py(code.format(conf="pinned=on")).split())
+    assert (huge, large) == (0, 1)
+    # An explicit threshold is kept: the same requests are huge blocks then.
+    huge, large, _ = map(int, run_py(code.format(conf="pinned=on,huge_threshold=32MiB")).split())
+    assert huge == 1 and large == 0

@@ -6,6 +6,7 @@
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -30,7 +31,14 @@ UnipoolCudaAllocator& installed() {
 // The host pool's configuration for torch's pinned host allocator: what
 // torch hands out as pinned must be pinned, so pinned=on unless the
 // configuration (given, else UNIPOOL_HOST_CONF) says otherwise, and then
-// install() refuses rather than serve pageable memory as pinned.
+// install() refuses rather than serve pageable memory as pinned. Unless the
+// configuration sets it, huge_threshold rises to max_pin: a block above the
+// threshold gets a mapping of its own, registered when it is made and
+// unregistered when the huge cache lets it go, and pinned requests of tens
+// of MiB (a request's KV blocks) come and go too often for that. From the
+// registered arenas, KV-sized requests cost 1245 ns per alloc+free instead
+// of 2057 and reserve 1.26x what is live instead of 1.47x (bench/kv_offload,
+// on the null GPU).
 std::string pinned_host_conf(const std::string& given) {
   const char* env = std::getenv("UNIPOOL_HOST_CONF");
   std::string conf = !given.empty() ? given : env != nullptr ? env : "";
@@ -45,6 +53,9 @@ std::string pinned_host_conf(const std::string& given) {
                     "' does not pin (pinned=", to_string(parsed.pinned),
                     "), but torch's pinned host allocator (pin_memory, non_blocking copies) must hand out pinned "
                     "memory: use pinned=on, or leave pinned out");
+  if (conf.find("huge_threshold=") == std::string::npos) {
+    conf += ",huge_threshold=" + std::to_string(std::min(parsed.max_pin, parsed.reserve / 2));
+  }
   return conf;
 }
 
