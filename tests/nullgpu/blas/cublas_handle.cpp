@@ -24,13 +24,11 @@ cublasStatus_t with_handle(cublasHandle_t handle, F set) {
 extern "C" {
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
-  if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  *handle = static_cast<cublasHandle_t>(blas::unipool_nullgpu_blas_create_handle());
-  return *handle == nullptr ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
+  return static_cast<cublasStatus_t>(blas::unipool_nullgpu_blas_create_status(reinterpret_cast<void**>(handle)));
 }
 
 cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
-  return blas::unipool_nullgpu_blas_destroy_handle(handle) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
+  return static_cast<cublasStatus_t>(blas::unipool_nullgpu_blas_destroy_status(handle));
 }
 
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {

@@ -33,18 +33,25 @@ cublasStatus_t create(T* out, LtKind kind, std::initializer_list<std::pair<int, 
 
 bool live(LtKind kind, const void* object) { return blas::unipool_nullgpu_blas_lt_live(kind, object); }
 
+cublasStatus_t set(LtKind kind, void* object, int attribute, const void* buf, size_t bytes) {
+  return static_cast<cublasStatus_t>(blas::unipool_nullgpu_blas_lt_set_status(kind, object, attribute, buf, bytes));
+}
+
+cublasStatus_t get(LtKind kind, const void* object, int attribute, void* buf, size_t bytes, size_t* written) {
+  return static_cast<cublasStatus_t>(
+      blas::unipool_nullgpu_blas_lt_get_status(kind, object, attribute, buf, bytes, written));
+}
+
 }  // namespace
 
 extern "C" {
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
-  if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  *handle = static_cast<cublasLtHandle_t>(blas::unipool_nullgpu_blas_create_handle());
-  return *handle == nullptr ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
+  return static_cast<cublasStatus_t>(blas::unipool_nullgpu_blas_create_status(reinterpret_cast<void**>(handle)));
 }
 
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
-  return blas::unipool_nullgpu_blas_destroy_handle(handle) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
+  return static_cast<cublasStatus_t>(blas::unipool_nullgpu_blas_destroy_status(handle));
 }
 
 size_t cublasLtGetVersion() { return CUBLAS_VERSION; }
@@ -77,12 +84,11 @@ cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
 }
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
                                               const void* buf, size_t bytes) {
-  if (buf == nullptr && bytes != 0) return CUBLAS_STATUS_INVALID_VALUE;
-  return status(blas::unipool_nullgpu_blas_lt_set(LtKind::matmul_desc, desc, attr, buf, bytes));
+  return set(LtKind::matmul_desc, desc, attr, buf, bytes);
 }
 cublasStatus_t cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
                                               void* buf, size_t bytes, size_t* written) {
-  return status(blas::unipool_nullgpu_blas_lt_get(LtKind::matmul_desc, desc, attr, buf, bytes, written));
+  return get(LtKind::matmul_desc, desc, attr, buf, bytes, written);
 }
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows,
@@ -99,12 +105,11 @@ cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
 }
 cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr,
                                                 const void* buf, size_t bytes) {
-  if (buf == nullptr && bytes != 0) return CUBLAS_STATUS_INVALID_VALUE;
-  return status(blas::unipool_nullgpu_blas_lt_set(LtKind::matrix_layout, layout, attr, buf, bytes));
+  return set(LtKind::matrix_layout, layout, attr, buf, bytes);
 }
 cublasStatus_t cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr,
                                                 void* buf, size_t bytes, size_t* written) {
-  return status(blas::unipool_nullgpu_blas_lt_get(LtKind::matrix_layout, layout, attr, buf, bytes, written));
+  return get(LtKind::matrix_layout, layout, attr, buf, bytes, written);
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
@@ -116,13 +121,12 @@ cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) 
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
                                                     cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
                                                     size_t bytes) {
-  if (buf == nullptr && bytes != 0) return CUBLAS_STATUS_INVALID_VALUE;
-  return status(blas::unipool_nullgpu_blas_lt_set(LtKind::preference, pref, attr, buf, bytes));
+  return set(LtKind::preference, pref, attr, buf, bytes);
 }
 cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t pref,
                                                     cublasLtMatmulPreferenceAttributes_t attr, void* buf,
                                                     size_t bytes, size_t* written) {
-  return status(blas::unipool_nullgpu_blas_lt_get(LtKind::preference, pref, attr, buf, bytes, written));
+  return get(LtKind::preference, pref, attr, buf, bytes, written);
 }
 
 // ---- matmul -------------------------------------------------------------------

@@ -35,6 +35,12 @@ Registry& registry() {
 
 std::atomic<uint64_t> compute_calls{0};
 
+// cuBLAS's statuses (the header cannot be included: see cublas_compute.cpp).
+constexpr int kSuccess = 0;
+constexpr int kNotInitialized = 1;
+constexpr int kAllocFailed = 3;
+constexpr int kInvalidValue = 7;
+
 // The object if it is live and of `kind`, else null. Caller holds the lock.
 LtObject* find_lt(Registry& r, LtKind kind, const void* object) {
   const auto it = r.lt_objects.find(object);
@@ -145,6 +151,27 @@ bool unipool_nullgpu_blas_lt_get(LtKind kind, const void* object, int attribute,
   std::memset(data, 0, bytes);
   if (it != o->attributes.end()) std::memcpy(data, it->second.data(), std::min(bytes, stored));
   return true;
+}
+
+int unipool_nullgpu_blas_create_status(void** out) noexcept {
+  if (out == nullptr) return kInvalidValue;
+  *out = unipool_nullgpu_blas_create_handle();
+  return *out == nullptr ? kAllocFailed : kSuccess;
+}
+
+int unipool_nullgpu_blas_destroy_status(void* handle) noexcept {
+  return unipool_nullgpu_blas_destroy_handle(handle) ? kSuccess : kNotInitialized;
+}
+
+int unipool_nullgpu_blas_lt_set_status(LtKind kind, void* object, int attribute, const void* data,
+                                       size_t bytes) noexcept {
+  if (data == nullptr && bytes != 0) return kInvalidValue;
+  return unipool_nullgpu_blas_lt_set(kind, object, attribute, data, bytes) ? kSuccess : kInvalidValue;
+}
+
+int unipool_nullgpu_blas_lt_get_status(LtKind kind, const void* object, int attribute, void* data, size_t bytes,
+                                       size_t* written) noexcept {
+  return unipool_nullgpu_blas_lt_get(kind, object, attribute, data, bytes, written) ? kSuccess : kInvalidValue;
 }
 
 void unipool_nullgpu_blas_count_compute() noexcept { compute_calls.fetch_add(1, std::memory_order_relaxed); }

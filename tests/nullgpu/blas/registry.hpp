@@ -35,16 +35,27 @@ bool unipool_nullgpu_blas_destroy_handle(void* handle) noexcept;
 // `handle` is not live.
 bool unipool_nullgpu_blas_with_handle(void* handle, void (*update)(HandleState&, void*), void* arg) noexcept;
 bool unipool_nullgpu_blas_handle_live(void* handle) noexcept;
+// cublasCreate / cublasLtCreate and their Destroy, as cuBLAS statuses:
+// invalid value for a null `out`, alloc failed, not initialized for a
+// handle that is not live.
+int unipool_nullgpu_blas_create_status(void** out) noexcept;
+int unipool_nullgpu_blas_destroy_status(void* handle) noexcept;
 
 // cuBLASLt descriptors: attributes stored as bytes, by attribute id.
 void* unipool_nullgpu_blas_create_lt(LtKind kind) noexcept;
 bool unipool_nullgpu_blas_destroy_lt(LtKind kind, void* object) noexcept;
 bool unipool_nullgpu_blas_lt_live(LtKind kind, const void* object) noexcept;
 bool unipool_nullgpu_blas_lt_set(LtKind kind, void* object, int attribute, const void* data, size_t bytes) noexcept;
+// The same as a cuBLAS status: invalid value for a dead object, or for no
+// data with a size.
+int unipool_nullgpu_blas_lt_set_status(LtKind kind, void* object, int attribute, const void* data,
+                                       size_t bytes) noexcept;
 // Copies the attribute into `data` (zeros if never set) and its size into
 // `*written`; with `bytes` 0 only reports the size. False if not live.
 bool unipool_nullgpu_blas_lt_get(LtKind kind, const void* object, int attribute, void* data, size_t bytes,
                                  size_t* written) noexcept;
+int unipool_nullgpu_blas_lt_get_status(LtKind kind, const void* object, int attribute, void* data, size_t bytes,
+                                       size_t* written) noexcept;
 
 // Compute calls (GEMMs, level 1-3) accepted so far: they compute nothing,
 // tests read this to see that work reached the stand-in.
