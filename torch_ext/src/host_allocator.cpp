@@ -146,10 +146,11 @@ class UnipoolHostAllocator final : public at::HostAllocator {
  public:
   at::DataPtr allocate(size_t n) override {
     if (n == 0) return {nullptr, nullptr, &raw_delete, c10::Device(c10::kCPU)};
-    void* p = host_pool().allocate(n);
+    HostPool& pool = host_pool();
+    void* p = pool.allocate(n);
     TORCH_CHECK_WITH(OutOfMemoryError, p != nullptr, "unipool pinned host allocator: cannot allocate ", n,
                      " bytes: ", HostPool::last_error());
-    const int64_t usable = static_cast<int64_t>(host_pool().usable_size(p));
+    const int64_t usable = static_cast<int64_t>(pool.usable_size(p));
     const std::optional<c10::MempoolId_t> graph_pool = graph_pools_.pool_for_allocation();
     {
       std::lock_guard lock(mutex_);

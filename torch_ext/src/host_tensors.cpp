@@ -5,6 +5,7 @@
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -13,8 +14,11 @@
 namespace unipool::torch_ext {
 namespace {
 
-std::mutex g_host_mutex;
-HostPool* g_host_pool = nullptr;  // never destroyed: tensors may outlive the module
+std::mutex g_host_mutex;  // serializes choosing the pool, not using it
+// Never destroyed: tensors may outlive the module. Atomic, so every pinned
+// allocation and free (and every host tensor) reads it without taking the
+// mutex, which threads allocating at once would contend on.
+std::atomic<HostPool*> g_host_pool{nullptr};
 
 void free_host_block(void* p) {
   if (p) host_pool().free(p);
@@ -62,21 +66,24 @@ void host_validate() {
 }  // namespace
 
 HostPool& host_pool() {
+  if (HostPool* pool = g_host_pool.load(std::memory_order_acquire)) return *pool;
   std::lock_guard lock(g_host_mutex);
-  if (!g_host_pool) g_host_pool = &HostPool::default_pool();
-  return *g_host_pool;
+  if (g_host_pool.load(std::memory_order_relaxed) == nullptr) {
+    g_host_pool.store(&HostPool::default_pool(), std::memory_order_release);
+  }
+  return *g_host_pool.load(std::memory_order_relaxed);
 }
 
 void configure_host_pool(const std::string& conf) {
   std::lock_guard lock(g_host_mutex);
-  if (g_host_pool) {
-    TORCH_CHECK(g_host_pool->config().to_string() == HostPoolConfig::parse(conf).to_string(),
-                "unipool: the host pool is already in use with '", g_host_pool->config().to_string(),
+  if (HostPool* pool = g_host_pool.load(std::memory_order_relaxed)) {
+    TORCH_CHECK(pool->config().to_string() == HostPoolConfig::parse(conf).to_string(),
+                "unipool: the host pool is already in use with '", pool->config().to_string(),
                 "'; configure it (install(host_conf=...)) before the first host tensor or pinned allocation");
     return;
   }
   try {
-    g_host_pool = new HostPool(HostPoolConfig::parse(conf));
+    g_host_pool.store(new HostPool(HostPoolConfig::parse(conf)), std::memory_order_release);
   } catch (const std::invalid_argument& e) {
     TORCH_CHECK_VALUE(false, "unipool: bad host_conf: ", e.what());
   }
