@@ -1,6 +1,6 @@
 // bench/device: a DeviceBackend that forwards to another and counts the
 // pool's memory calls into it (allocate, deallocate, reserve, map, unmap,
-// unreserve). Issue 4's backend-call targets are stated in these units,
+// unreserve). the pool's backend-call targets are stated in these units,
 // pool to backend, whatever the backend turns each call into: on cuda_vmm
 // one map of k granules is 2k driver calls, which the null GPU counts.
 #pragma once

@@ -78,8 +78,9 @@ void print_hot_path_table(const std::vector<HotPath>& hot) {
 
 namespace {
 
-// Issue 4: utilization, the hot path against CUB, backend calls after warm-up.
-void issue4_targets(const std::vector<Result>& results, const std::vector<HotPath>& hot, std::vector<Target>& t) {
+// The pool's own targets: utilization, the hot path against CUB, backend
+// calls after warm-up.
+void pool_targets(const std::vector<Result>& results, const std::vector<HotPath>& hot, std::vector<Target>& t) {
   const Result* exp = find(results, "inference", "unipool:expandable");
   const Result* plain = find(results, "inference", "unipool");
   const Result* cub = find(results, "inference", "cub");
@@ -112,10 +113,10 @@ void issue4_targets(const std::vector<Result>& results, const std::vector<HotPat
   }
 }
 
-// Issue 12: against PyTorch's CUDACachingAllocator, plain against plain and
+// Against PyTorch's CUDACachingAllocator, plain against plain and
 // expandable against expandable: the hot path, and peak reserved on every
 // trace of the run.
-void issue12_targets(const std::vector<Result>& results, const std::vector<HotPath>& hot, std::vector<Target>& t) {
+void torch_targets(const std::vector<Result>& results, const std::vector<HotPath>& hot, std::vector<Target>& t) {
   const std::vector<std::pair<const char*, const char*>> pairs = {{"unipool", "torch"},
                                                                   {"unipool:expandable", "torch:expandable"}};
   hot_path_targets(hot, pairs, t);
@@ -135,13 +136,13 @@ void issue12_targets(const std::vector<Result>& results, const std::vector<HotPa
 
 std::vector<Target> evaluate_targets(const std::vector<Result>& results, const std::vector<HotPath>& hot) {
   std::vector<Target> t;
-  issue4_targets(results, hot, t);
-  issue12_targets(results, hot, t);
+  pool_targets(results, hot, t);
+  torch_targets(results, hot, t);
   return t;
 }
 
 void print_targets(const std::vector<Target>& targets) {
-  std::printf("\n== targets (issues 4 and 12) ==\n");
+  std::printf("\n== targets ==\n");
   for (const Target& t : targets) {
     std::printf("[%s] %s: %s\n", t.met ? "met   " : "MISSED", t.name.c_str(), t.detail.c_str());
   }

@@ -1,4 +1,4 @@
-// bench/device: tables, the targets of issues 4 and 12, and the JSON file.
+// bench/device: tables, the targets, and the JSON file.
 #pragma once
 
 #include <cstdint>
