@@ -185,3 +185,27 @@ with torch.cuda.use_mem_pool(pool):
 del z, x
 torch.cuda.empty_cache()
 """)
+
+
+def test_a_refused_install_leaves_the_host_pool_alone():
+    # The device side cannot be made (no device): install() raises, and the
+    # host configuration it was given must not have been applied either.
+    run_py("""
+import torch, unipool, unipool.torch as ut
+try:
+    ut.install("", "limit=1")
+except RuntimeError as e:
+    assert "device" in str(e), e
+else:
+    raise AssertionError("install() succeeded without a device")
+x = unipool.empty(100, dtype=torch.float32)       # limit=1 would refuse this
+assert unipool.host_stats()["committed_bytes"] > 0
+""", env={"UNIPOOL_NULLGPU": "devices=0"})
+    run_py("""
+import unipool, unipool.torch as ut
+try:
+    ut.install("", "limit=1")
+except RuntimeError:
+    pass
+unipool._C.configure_host("pinned=off,limit=1GiB")  # the pool is not in use yet
+""", env={"UNIPOOL_NULLGPU": "devices=0"})

@@ -64,6 +64,7 @@ void install(const std::string& device_conf, const std::string& host_conf) {
   // Every check that can fail comes before anything is applied, so that a
   // refused install() leaves the process as it was.
   const std::string host = pinned_host_conf(host_conf);
+  check_host_pool_config(host);
   if (g_allocator) {
     TORCH_CHECK(device_conf.empty() ||
                     DevicePoolConfig::parse(device_conf).to_string() == g_allocator->pools().config().to_string(),
@@ -83,7 +84,6 @@ void install(const std::string& device_conf, const std::string& host_conf) {
   } catch (const std::exception& e) {
     TORCH_CHECK_VALUE(false, "unipool: bad device_conf: ", e.what());
   }
-  configure_host_pool(host);
   // Never destroyed (PyTorch's own allocator is not either): torch's
   // shared_ptr to it dies among the static destructors at exit, when the
   // CUDA runtime may already be torn down, so a destructor giving memory
@@ -91,6 +91,9 @@ void install(const std::string& device_conf, const std::string& host_conf) {
   // must still find its allocator. Cached memory goes back earlier, in the
   // atexit hook below.
   std::shared_ptr<UnipoolCudaAllocator> allocator(new UnipoolCudaAllocator(config), [](UnipoolCudaAllocator*) {});
+  // Only now, once the device side could be made (it throws when the
+  // backend has no device): a refused install() leaves the host pool alone.
+  configure_host_pool(host);
   torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(allocator);
   // torch.accelerator's memory calls go through c10::GetAllocator(kCUDA).
   c10::SetAllocator(c10::kCUDA, allocator.get(), /*priority=*/1);

@@ -74,18 +74,39 @@ HostPool& host_pool() {
   return *g_host_pool.load(std::memory_order_relaxed);
 }
 
-void configure_host_pool(const std::string& conf) {
-  std::lock_guard lock(g_host_mutex);
-  if (HostPool* pool = g_host_pool.load(std::memory_order_relaxed)) {
-    TORCH_CHECK(pool->config().to_string() == HostPoolConfig::parse(conf).to_string(),
-                "unipool: the host pool is already in use with '", pool->config().to_string(),
-                "'; configure it (install(host_conf=...)) before the first host tensor or pinned allocation");
-    return;
-  }
+namespace {
+
+HostPoolConfig parse_host_conf(const std::string& conf) {
   try {
-    g_host_pool.store(new HostPool(HostPoolConfig::parse(conf)), std::memory_order_release);
+    return HostPoolConfig::parse(conf);
   } catch (const std::invalid_argument& e) {
     TORCH_CHECK_VALUE(false, "unipool: bad host_conf: ", e.what());
+  }
+}
+
+// Throws unless the pool is still to be made or already has `config`.
+void check_against_pool_in_use(const HostPoolConfig& config) {
+  if (HostPool* pool = g_host_pool.load(std::memory_order_relaxed)) {
+    TORCH_CHECK(pool->config().to_string() == config.to_string(), "unipool: the host pool is already in use with '",
+                pool->config().to_string(),
+                "'; configure it (install(host_conf=...)) before the first host tensor or pinned allocation");
+  }
+}
+
+}  // namespace
+
+void check_host_pool_config(const std::string& conf) {
+  const HostPoolConfig config = parse_host_conf(conf);
+  std::lock_guard lock(g_host_mutex);
+  check_against_pool_in_use(config);
+}
+
+void configure_host_pool(const std::string& conf) {
+  const HostPoolConfig config = parse_host_conf(conf);
+  std::lock_guard lock(g_host_mutex);
+  check_against_pool_in_use(config);
+  if (g_host_pool.load(std::memory_order_relaxed) == nullptr) {
+    g_host_pool.store(new HostPool(config), std::memory_order_release);
   }
 }
 

@@ -18,6 +18,8 @@ namespace unipool::torch_ext {
 HostPool& host_pool();
 // Makes the host pool from `conf`; an error once the pool is in use.
 void configure_host_pool(const std::string& conf);
+// What configure_host_pool() would refuse, refused without applying anything.
+void check_host_pool_config(const std::string& conf);
 
 // CUDA hooks. Without CUDA: no fences (copies are synchronous) and a stream's
 // id stands for its handle.
