@@ -3,6 +3,7 @@
 // honest are in range_allocator_validate.cpp.
 #include "unipool/range_allocator.hpp"
 
+#include <atomic>
 #include <bit>
 #include <stdexcept>
 #include <string>
@@ -40,6 +41,26 @@ constexpr uint64_t make_handle(uint32_t node, uint32_t generation) noexcept {
   return (uint64_t{generation} << 32) | node;
 }
 
+// Tags are handed out in construction order; 0 is skipped so that a failed
+// allocation (owner 0) is foreign to every allocator. Relaxed: only
+// uniqueness matters.
+std::atomic<uint32_t> g_next_tag{1};
+
+uint32_t new_tag() noexcept {
+  uint32_t tag = g_next_tag.fetch_add(1, std::memory_order_relaxed);
+  if (tag == 0) tag = g_next_tag.fetch_add(1, std::memory_order_relaxed);
+  return tag;
+}
+
+// The first generation of an allocator: the tag spread over 32 bits (times an
+// odd constant, a bijection), so that the first handles of two allocators
+// differ and a foreign raw handle is refused as not_live, not taken as one's
+// own. Never 0, which no live handle has.
+uint32_t first_generation(uint32_t tag) noexcept {
+  const uint32_t g = tag * 0x9E3779B1u;
+  return g != 0 ? g : 1;
+}
+
 RangeAllocation failure(Status why) noexcept {
   RangeAllocation a;
   a.status = why;
@@ -49,7 +70,7 @@ RangeAllocation failure(Status why) noexcept {
 }  // namespace
 
 RangeAllocator::RangeAllocator(uint64_t capacity, RangeAllocatorOptions options)
-    : options_(options) {
+    : options_(options), tag_(new_tag()), next_generation_(first_generation(tag_)) {
   if (!std::has_single_bit(options_.alignment) || options_.alignment > kMaxPoolAlignment) {
     throw std::invalid_argument("unipool::RangeAllocator: alignment " +
                                 std::to_string(options_.alignment) +
@@ -67,11 +88,15 @@ RangeAllocator::RangeAllocator(uint64_t capacity, RangeAllocatorOptions options)
 
 RangeAllocator::RangeAllocator(RangeAllocator&& other) noexcept { *this = std::move(other); }
 
+// The tag and the generation travel with the ranges (the allocations made so
+// far stay valid here); the emptied source gets a fresh tag, so they are
+// foreign to it.
 RangeAllocator& RangeAllocator::operator=(RangeAllocator&& other) noexcept {
   if (this == &other) return *this;
   options_ = other.options_;
   live_limit_ = other.live_limit_;
-  next_generation_ = other.next_generation_;
+  tag_ = std::exchange(other.tag_, new_tag());
+  next_generation_ = std::exchange(other.next_generation_, first_generation(other.tag_));
   capacity_ = std::exchange(other.capacity_, 0);
   used_bytes_ = std::exchange(other.used_bytes_, 0);
   requested_bytes_ = std::exchange(other.requested_bytes_, 0);
@@ -294,7 +319,7 @@ UNIPOOL_ALWAYS_INLINE RangeAllocation RangeAllocator::finish_allocation(uint32_t
   used_bytes_ += n.size;
   requested_bytes_ += size;
   ++live_allocations_;
-  return RangeAllocation{n.offset, make_handle(index, n.live.generation), Status::ok, n.size};
+  return RangeAllocation{n.offset, make_handle(index, n.live.generation), Status::ok, tag_, n.size};
 }
 
 // Turns the first `size` bytes of free range `index` into a used range and

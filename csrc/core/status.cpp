@@ -15,6 +15,7 @@ const char* to_string(Status s) noexcept {
     case Status::bad_alignment: return "alignment is not a power of two";
     case Status::bad_argument: return "invalid argument";
     case Status::backend_error: return "the memory backend failed (see the message)";
+    case Status::foreign: return "the allocation belongs to another allocator";
   }
   return "unknown status";
 }

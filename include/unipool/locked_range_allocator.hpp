@@ -25,7 +25,11 @@ class LockedRangeAllocator {
     std::lock_guard lock(mutex_);
     return inner_.free(offset, handle);
   }
-  Status free(const RangeAllocation& a) { return free(a.offset, a.handle); }
+  // Checks the owner tag like RangeAllocator::free (Status::foreign).
+  Status free(const RangeAllocation& a) {
+    std::lock_guard lock(mutex_);
+    return inner_.free(a);
+  }
   Status extend(uint64_t bytes) {
     std::lock_guard lock(mutex_);
     return inner_.extend(bytes);

@@ -48,11 +48,17 @@ struct RangeAllocatorOptions {
 
 // What allocate() returns. `handle` identifies the allocation for free(); it
 // carries a generation so a stale handle (double free) is always detected.
+// `owner` is the tag of the allocator that made it: handles are node indices
+// plus a generation, so two allocators can hand out equal ones, and the tag is
+// what lets free(const RangeAllocation&) refuse another allocator's allocation
+// instead of freeing a block of its own. It sits in what was padding after
+// `status`: the struct stays 32 bytes.
 struct RangeAllocation {
   static constexpr uint64_t kNoOffset = ~uint64_t{0};
   uint64_t offset = kNoOffset;
   uint64_t handle = 0;
   Status status = Status::out_of_space;
+  uint32_t owner = 0;  // RangeAllocator::tag() of its allocator; 0 on failure
   // The range's size: the request rounded up to the pool alignment (what
   // allocation_size() answers while it is live), so a caller need not look
   // the allocation up again. 0 on failure.
@@ -100,11 +106,28 @@ class RangeAllocator {
 
   // Status::not_live for a handle that is not a live allocation at that offset
   // (double free, never allocated, interior offset); nothing changes then.
+  // The (offset, handle) form cannot tell another allocator's handle from its
+  // own: generations start at a per-allocator seed, so such a handle is
+  // refused as not_live except by rare coincidence. Callers that may mix
+  // allocators pass the RangeAllocation, whose owner tag is checked exactly.
   Status free(uint64_t offset, uint64_t handle);
-  Status free(const RangeAllocation& a) { return free(a.offset, a.handle); }
+  // Status::foreign (nothing changes) when `a` was made by another allocator.
+  Status free(const RangeAllocation& a) {
+    return a.owner == tag_ ? free(a.offset, a.handle) : Status::foreign;
+  }
 
   // The extent (aligned size) of a live allocation, 0 if it is not live.
   uint64_t allocation_size(uint64_t offset, uint64_t handle) const;
+  // The same for a RangeAllocation; 0 also when another allocator made it.
+  uint64_t allocation_size(const RangeAllocation& a) const {
+    return a.owner == tag_ ? allocation_size(a.offset, a.handle) : 0;
+  }
+
+  // This allocator's tag, the `owner` of every allocation it makes: unique
+  // among the allocators of the process (until 2^32 - 1 have been made),
+  // never 0. A move takes the tag along with the ranges; the moved-from
+  // allocator gets a fresh one, so old allocations are foreign to it.
+  uint32_t tag() const noexcept { return tag_; }
 
   // Appends `bytes` of address space at the end (an expandable segment that
   // grew). Rounded down to the alignment.
@@ -177,6 +200,7 @@ class RangeAllocator {
   bool reserve_spare_nodes();
 
   RangeAllocatorOptions options_;
+  uint32_t tag_ = 0;  // set by every constructor, see tag()
   uint64_t capacity_ = 0;
   uint64_t used_bytes_ = 0;
   uint64_t requested_bytes_ = 0;
@@ -186,7 +210,8 @@ class RangeAllocator {
   std::vector<Node> nodes_;
   uint32_t unused_nodes_ = kNone;  // singly linked through Node::link.next
   uint32_t last_node_ = kNone;     // the range that ends at capacity_
-  uint32_t next_generation_ = 1;  // handles never repeat within 2^32 allocations
+  uint32_t next_generation_ = 1;  // handles never repeat within 2^32 allocations;
+                                  // seeded from the tag, see free()
   uint64_t top_mask_ = 0;        // bit g: some bin of group g is non-empty
   std::array<uint32_t, kGroupCount> leaf_mask_{};  // per group: bit i = bin (g, i) non-empty
   std::array<uint32_t, kBinCount> bin_head_;        // first free range of each bin

@@ -15,6 +15,7 @@ enum class Status : uint8_t {
   bad_alignment,     // an alignment that is not a power of two
   bad_argument,      // any other invalid argument
   backend_error,     // the memory backend failed for a reason other than being full
+  foreign,           // an allocation made by another allocator
 };
 
 // A short, stable, human-readable description ("double free or ...").

@@ -45,6 +45,8 @@ TEST(LockedRangeAllocator, ForwardsEveryCall) {
   EXPECT_EQ(a.largest_free(), 1 * MiB - 4096 - 256);
   EXPECT_DOUBLE_EQ(a.fragmentation(), 1.0 - static_cast<double>(1 * MiB - 4096 - 256) / (1 * MiB - 512));
   EXPECT_EQ(a.free(y.offset + 256, y.handle), Status::not_live);
+  LockedRangeAllocator other(1 * MiB, {.alignment = 256});
+  EXPECT_EQ(other.free(y), Status::foreign);  // the owner tag is checked here too
   EXPECT_EQ(a.free(y), Status::ok);
   EXPECT_EQ(a.free(x.offset, x.handle), Status::ok);
   EXPECT_EQ(a.free(x), Status::not_live);

@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/allocator_checks.hpp"
@@ -187,9 +188,64 @@ TEST(RangeAllocatorErrors, ConstructorRejectsBadAlignment) {
   }
 }
 
+// Two allocators hand out equal handles (same node, same first generation
+// before tags): freeing one's allocation in the other must be refused and
+// must leave the other's own block allocated.
+TEST(RangeAllocatorErrors, ForeignAllocationIsRefused) {
+  RangeAllocator a(64 * KiB);
+  RangeAllocator b(64 * KiB);
+  const RangeAllocation x = a.allocate(100);
+  const RangeAllocation victim = b.allocate(100);
+  ASSERT_TRUE(x);
+  ASSERT_TRUE(victim);
+  ASSERT_EQ(x.offset, victim.offset);
+  EXPECT_NE(b.free(x), Status::ok);
+  EXPECT_EQ(b.live_allocations(), 1u);
+  EXPECT_EQ(b.used_bytes(), 100u);
+  EXPECT_EQ(b.allocation_size(victim.offset, victim.handle), 100u);
+  EXPECT_VALID(b);
+  EXPECT_EQ(b.free(x), Status::foreign);        // UNIPOOL_FOREIGN_CHECK
+  EXPECT_EQ(b.allocation_size(x), 0u);          // UNIPOOL_FOREIGN_CHECK
+  EXPECT_EQ(a.allocation_size(x), 100u);        // UNIPOOL_FOREIGN_CHECK
+  // The raw form cannot see the tag, but the per-allocator first generation
+  // keeps the two allocators' first handles apart.
+  EXPECT_NE(x.handle, victim.handle);                      // UNIPOOL_FOREIGN_CHECK
+  EXPECT_EQ(b.free(x.offset, x.handle), Status::not_live);  // UNIPOOL_FOREIGN_CHECK
+  EXPECT_EQ(b.live_allocations(), 1u);
+  EXPECT_EQ(b.free(victim), Status::ok);
+  EXPECT_EQ(a.free(x), Status::ok);
+  EXPECT_VALID(a);
+  EXPECT_VALID(b);
+}
+
+// A failed allocation carries owner 0, which no allocator has.
+TEST(RangeAllocatorErrors, FailedAllocationIsForeignToEveryAllocator) {  // UNIPOOL_FOREIGN_CHECK
+  RangeAllocator a(4096);                                                 // UNIPOOL_FOREIGN_CHECK
+  const RangeAllocation failed = a.allocate(0);                           // UNIPOOL_FOREIGN_CHECK
+  EXPECT_EQ(failed.owner, 0u);                                            // UNIPOOL_FOREIGN_CHECK
+  EXPECT_NE(a.tag(), 0u);                                                 // UNIPOOL_FOREIGN_CHECK
+  EXPECT_EQ(a.free(failed), Status::foreign);                             // UNIPOOL_FOREIGN_CHECK
+  static_assert(sizeof(RangeAllocation) == 32);                           // UNIPOOL_FOREIGN_CHECK
+}                                                                         // UNIPOOL_FOREIGN_CHECK
+
+// A move takes the tag along: the allocations stay valid in the target and
+// are foreign to the emptied source.
+TEST(RangeAllocatorErrors, MoveKeepsAllocationsWithTheirRanges) {
+  RangeAllocator a(64 * KiB);
+  const RangeAllocation x = a.allocate(100);
+  ASSERT_TRUE(x);
+  RangeAllocator b(std::move(a));
+  EXPECT_NE(a.free(x), Status::ok);
+  EXPECT_EQ(a.free(x), Status::foreign);  // UNIPOOL_FOREIGN_CHECK
+  EXPECT_EQ(b.free(x), Status::ok);
+  EXPECT_VALID(a);
+  EXPECT_VALID(b);
+}
+
 TEST(RangeAllocatorErrors, StatusStringsAreNonEmptyAndDistinct) {
   const Status all[] = {Status::ok,           Status::zero_size, Status::too_large,     Status::out_of_space,
-                        Status::allocation_limit, Status::not_live, Status::bad_alignment, Status::bad_argument};
+                        Status::allocation_limit, Status::not_live, Status::bad_alignment, Status::bad_argument,
+                        Status::backend_error, Status::foreign};
   std::set<std::string> seen;
   for (const Status s : all) {
     const char* text = to_string(s);

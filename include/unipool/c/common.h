@@ -19,7 +19,8 @@ typedef enum unipool_status {
   UNIPOOL_NOT_LIVE = 5,
   UNIPOOL_BAD_ALIGNMENT = 6,
   UNIPOOL_BAD_ARGUMENT = 7,
-  UNIPOOL_BACKEND_ERROR = 8
+  UNIPOOL_BACKEND_ERROR = 8,
+  UNIPOOL_FOREIGN = 9 /* an allocation of another range allocator */
 } unipool_status_t;
 
 /* A static, human-readable description of a status. */
