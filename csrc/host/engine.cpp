@@ -314,7 +314,10 @@ void Engine::trim() noexcept {
 
 HostPinningState Engine::pinning_state() const noexcept {
   if (config_.pinned == HostPinned::off) return HostPinningState::pageable;
-  if (pinner_checked_.load(std::memory_order_acquire) && !pin_available_) return HostPinningState::pageable_no_gpu;
+  // Looked up now if no allocation did yet: "pinned" before the first
+  // allocation of a pool that cannot pin would be a promise it cannot keep.
+  const_cast<Engine*>(this)->ensure_pinner();
+  if (!pin_available_) return HostPinningState::pageable_no_gpu;
   if (pin_failures_.load(std::memory_order_relaxed) != 0) return HostPinningState::partially_pinned;
   return HostPinningState::pinned;
 }

@@ -211,6 +211,8 @@ class Engine {
   };
   LargeSums count_large_tallies() const noexcept;  // heaps_lock_ held
   void ensure_pinner() noexcept;
+  // pinned=on with no device to pin with: true, with the reason in `why`.
+  bool cannot_pin(Message* why) const noexcept;
   uint64_t headroom() const noexcept;
 
   // ---- the pinning thread (engine_pin_thread.cpp) ----

@@ -52,7 +52,14 @@ void* Engine::allocate_huge(size_t size, size_t alignment, bool internal, bool* 
                                                                                     : backend::os::page_size();
   const uint64_t bytes = round_up(size, granule);
   const uint64_t align = alignment > granule ? alignment : granule;
-  if (!internal) ensure_pinner();
+  if (!internal) {
+    ensure_pinner();
+    Message why;
+    if (cannot_pin(&why)) {
+      fail(Status::backend_error, why.add(": cannot map ").add_dec(size).add(" bytes"));
+      return nullptr;
+    }
+  }
   char* base = nullptr;
   uint64_t map_bytes = 0;
   bool from_cache = false;  // a cached mapping holds what its last user wrote

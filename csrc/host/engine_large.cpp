@@ -113,9 +113,19 @@ Status Engine::try_arena(uint32_t i, uint64_t size, uint64_t alignment, ArenaGra
   return s;
 }
 
+// pinned=on promises pinned memory: with no CUDA device to pin with there is
+// none to give, so memory is refused, saying so, rather than served pageable
+// (a non_blocking copy from it would silently be synchronous).
+bool Engine::cannot_pin(Message* why) const noexcept {
+  if (config_.pinned != HostPinned::on || pin_available_) return false;
+  why->add("pinned=on, but there is no CUDA device to pin with (pinned=best_effort serves pageable memory then)");
+  return true;
+}
+
 Status Engine::arena_allocate(uint32_t preferred, uint64_t size, uint64_t alignment, ArenaGrant* out,
                               Message* why) noexcept {
   ensure_pinner();
+  if (cannot_pin(why)) return Status::backend_error;
   // With a limit, checking the headroom and growing must be one step.
   const bool serial = config_.limit != 0;
   if (serial) setup_lock_.lock();

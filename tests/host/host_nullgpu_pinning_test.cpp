@@ -95,7 +95,10 @@ TEST_F(HostNullGpu, NoDriverMeansPageableAndSaysSo) {
   nullgpu::Config config;
   config.driver_present = false;
   nullgpu::reset(config);
-  HostPool pool(conf("pinned=on"));
+  HostPool refusing(conf("pinned=on"));
+  EXPECT_EQ(refusing.allocate(1000), nullptr);  // pinned=on never serves pageable memory
+  EXPECT_NE(std::string(HostPool::last_error()).find("no CUDA device"), std::string::npos) << HostPool::last_error();
+  HostPool pool(conf("pinned=best_effort"));
   void* p = pool.allocate(1000);
   ASSERT_NE(p, nullptr);
   EXPECT_FALSE(pool.is_pinned(p));

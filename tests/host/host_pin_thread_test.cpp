@@ -195,7 +195,7 @@ TEST(HostPinThread, BestEffortServesTheThreadsFailedChunkPageableAndCountsIt) {
 TEST(HostPinThread, WithoutAGpuThereIsNoThreadAndNothingIsPinned) {
   UseTestPinner use;
   pinner_state().available = false;
-  HostPool pool(conf("pinned=on,pin_thread=on"));
+  HostPool pool(conf("pinned=best_effort,pin_thread=on"));
   void* p = pool.allocate(1 << 20);
   ASSERT_NE(p, nullptr);
   pool.wait_for_pinning();  // returns at once: no thread

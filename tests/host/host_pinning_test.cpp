@@ -96,10 +96,11 @@ TEST(HostPinning, BestEffortServesPageableAndCountsIt) {
   EXPECT_VALID(pool);
 }
 
-TEST(HostPinning, WithoutAGpuThePoolRunsPageableAndSaysSo) {
+TEST(HostPinning, WithoutAGpuBestEffortRunsPageableAndSaysSo) {
   UseTestPinner use;
   pinner_state().available = false;
-  HostPool pool(conf("pinned=on"));
+  HostPool pool(conf("pinned=best_effort"));
+  EXPECT_EQ(pool.pinning_state(), HostPinningState::pageable_no_gpu);  // before any allocation too
   void* p = pool.allocate(1000);
   ASSERT_NE(p, nullptr);
   EXPECT_FALSE(pool.is_pinned(p));
@@ -107,6 +108,21 @@ TEST(HostPinning, WithoutAGpuThePoolRunsPageableAndSaysSo) {
   EXPECT_EQ(pinner_state().calls, 0u);
   EXPECT_EQ(pool.stats().pinned_bytes, 0u);
   pool.free(p);
+}
+
+TEST(HostPinning, WithoutAGpuPinnedOnRefusesEverySizeAndSaysWhy) {
+  // pinned=on promises pinned memory: none is handed out pageable.
+  UseTestPinner use;
+  pinner_state().available = false;
+  HostPool pool(conf("pinned=on"));
+  EXPECT_EQ(pool.pinning_state(), HostPinningState::pageable_no_gpu);
+  for (const size_t size : {size_t{16}, size_t{1000}, size_t{100} << 10, size_t{8} << 20, size_t{64} << 20}) {
+    EXPECT_EQ(pool.allocate(size), nullptr) << size;
+    const std::string why = HostPool::last_error();
+    EXPECT_NE(why.find("no CUDA device to pin with"), std::string::npos) << size << ": " << why;
+  }
+  EXPECT_EQ(pool.stats().committed_bytes, 0u);
+  EXPECT_VALID(pool);
 }
 
 TEST(HostPinning, PinnedOffNeverCallsThePinner) {
