@@ -45,7 +45,10 @@ inline void* Engine::allocate(size_t size) noexcept {
 }
 
 inline void* Engine::allocate_aligned(size_t size, size_t alignment) noexcept {
-  if (alignment <= 16) return allocate(size);
+  // 0 and the powers of two up to 16 are the default alignment. The power of
+  // two test keeps 3, 6, 12, ... out of that shortcut: they go on to
+  // allocate_slow, which refuses every non-power of two (bad_alignment).
+  if (alignment <= 16 && (alignment & (alignment - 1)) == 0) return allocate(size);
   if (UNIPOOL_LIKELY(alignment <= kMaxClassAlignment && size - 1 < middle_max_ &&
                      (alignment & (alignment - 1)) == 0)) {
     const uint32_t cls = aligned_class(size, alignment);

@@ -22,6 +22,9 @@ TEST(HostCapi, AllocateFreeStatsValidate) {
   unipool_host_pool_t* pool = nullptr;
   ASSERT_EQ(unipool_host_create("reserve=1GiB,thread_cache=size", &pool), UNIPOOL_OK);
   void* a = unipool_host_alloc(pool, 100);
+  EXPECT_EQ(unipool_host_alloc_aligned(pool, 100, 12), nullptr);  // not a power of two, small or not
+  EXPECT_NE(std::string(unipool_last_error()).find("power of two"), std::string::npos) << unipool_last_error();
+  EXPECT_EQ(unipool_host_alloc_aligned(pool, 100, 24), nullptr);
   void* b = unipool_host_alloc_aligned(pool, 5000, 4096);
   void* c = unipool_host_alloc(pool, 1 << 20);
   ASSERT_TRUE(a && b && c);

@@ -138,6 +138,30 @@ TEST(HostMisuseArguments, ZeroSizeBadAlignmentAndTooLarge) {
   EXPECT_VALID(pool);
 }
 
+// Every alignment that is not a power of two is refused, small ones too:
+// 3..15 used to take the "16 or less: the default" shortcut and succeed.
+TEST(HostMisuseArguments, EveryNonPowerOfTwoAlignmentIsRefused) {
+  HostPool pool(kTestConf);
+  for (const size_t align : {3, 5, 6, 7, 9, 12, 15, 17, 24, 48, 100, 4097}) {
+    for (const size_t size : {size_t{1}, size_t{64}, size_t{100} << 10}) {
+      EXPECT_EQ(pool.allocate(size, align), nullptr) << align << "/" << size;
+      EXPECT_EQ(HostPool::last_status(), Status::bad_alignment) << align << "/" << size;
+      EXPECT_NE(std::string(HostPool::last_error()).find("alignment " + std::to_string(align)), std::string::npos)
+          << HostPool::last_error();
+    }
+  }
+  // 0 (the default) and the small powers of two stay valid.
+  for (const size_t align : {0, 1, 2, 4, 8, 16, 32}) {
+    void* p = pool.allocate(64, align);
+    ASSERT_NE(p, nullptr) << align;
+    if (align != 0) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << align;
+    }
+    EXPECT_EQ(pool.free(p), Status::ok);
+  }
+  EXPECT_VALID(pool);
+}
+
 TEST(HostMisuseArguments, ExhaustedPoolSaysSo) {
   HostPool pool(conf("limit=16MiB"));
   std::vector<void*> blocks;
