@@ -100,7 +100,7 @@ KVBlockPool::KVBlockPool(const KVBlockPoolOptions& options) : state_(std::make_u
 
 KVBlockPool::~KVBlockPool() {
   // Pending fences go back to their sources; the memory goes with the arena.
-  for (const State::DeferredBatch& b : state_->batches) b.source->release(b.fence);
+  for (const State::DeferredBatch& b : state_->batches) kv_release_fence(*b.source, b.fence);
   for (void* piece : state_->pinned_pieces) state_->pinner->unpin(piece);
   if (base_) backend::os::release(base_, mapped_bytes_);
 }

@@ -80,12 +80,33 @@ Status KVBlockPool::alloc_ids(size_t n, Id* out) noexcept {
   return Status::ok;
 }
 
+Status KVBlockPool::refuse_fence(FenceId fence) noexcept {
+  std::lock_guard lock(state_->mutex);
+  ++state_->misuse_errors;
+  if (fence == kNoFence) {
+    kv_set_error("KVBlockPool.free_after: fence 0 is no fence (did record() fail?); nothing was freed");
+  } else {
+    kv_set_error("KVBlockPool.free_after: fence %llu is not one of its source's (never recorded, or released); "
+                 "nothing was freed",
+                 static_cast<unsigned long long>(fence));
+  }
+  return Status::bad_argument;
+}
+
 template <class Id>
 Status KVBlockPool::free_ids(const Id* ids, size_t n, FenceSource* source, FenceId fence) noexcept {
+  // A fence is checked before the pool takes it: a bad one accepted here
+  // would surface in a later collect, far from the caller. Asked outside the
+  // lock: the source takes its own.
+  if (source && (fence == kNoFence || !kv_fence_known(*source, fence))) return refuse_fence(fence);
+  if (source && n == 0) {  // no batch would ever be reclaimed to give it back
+    kv_release_fence(*source, fence);
+    return Status::ok;
+  }
   State& s = *state_;
   std::lock_guard lock(s.mutex);
   if (!kv::release_ids(s, num_blocks_, ids, n, /*to_free=*/source == nullptr)) {
-    if (source) source->release(fence);
+    if (source) kv_release_fence(*source, fence);
     return refuse_free(ids, n, source ? "free_after" : "free");
   }
   if (source) {
@@ -133,27 +154,29 @@ UNIPOOL_KV_FREE_AND_ALLOC(uint32_t, int32_t)
 UNIPOOL_KV_FREE_AND_ALLOC(uint32_t, uint32_t)
 #undef UNIPOOL_KV_FREE_AND_ALLOC
 
-size_t KVBlockPool::State::reclaim_completed() {
+// The kept batches' ids move down in place (a batch's new start is never
+// past its old one), so reclaiming allocates nothing and cannot throw.
+size_t KVBlockPool::State::reclaim_completed() noexcept {
   size_t freed = 0;
   size_t kept = 0;
-  std::vector<uint32_t> keep_ids;
-  for (DeferredBatch& b : batches) {
-    if (b.source->completed(b.fence)) {
-      b.source->release(b.fence);
-      for (size_t i = 0; i < b.count; ++i) {
-        const uint32_t id = deferred_ids[b.first + i];
-        free.insert(id / 64, uint64_t{1} << (id % 64), 1);
+  size_t kept_ids = 0;
+  for (size_t k = 0; k < batches.size(); ++k) {
+    const DeferredBatch b = batches[k];
+    const auto from = deferred_ids.begin() + static_cast<ptrdiff_t>(b.first);
+    if (kv_fence_done(*b.source, b.fence)) {
+      kv_release_fence(*b.source, b.fence);
+      for (auto it = from; it != from + static_cast<ptrdiff_t>(b.count); ++it) {
+        free.insert(*it / 64, uint64_t{1} << (*it % 64), 1);
       }
       freed += b.count;
     } else {
-      const size_t first = keep_ids.size();
-      keep_ids.insert(keep_ids.end(), deferred_ids.begin() + static_cast<ptrdiff_t>(b.first),
-                      deferred_ids.begin() + static_cast<ptrdiff_t>(b.first + b.count));
-      batches[kept++] = {b.source, b.fence, first, b.count};
+      std::copy(from, from + static_cast<ptrdiff_t>(b.count), deferred_ids.begin() + static_cast<ptrdiff_t>(kept_ids));
+      batches[kept++] = {b.source, b.fence, kept_ids, b.count};
+      kept_ids += b.count;
     }
   }
   batches.resize(kept);
-  deferred_ids.swap(keep_ids);
+  deferred_ids.resize(kept_ids);
   deferred_count -= freed;
   frees += freed;
   return freed;

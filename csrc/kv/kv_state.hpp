@@ -40,8 +40,37 @@ struct KVBlockPool::State {
 
   bool is_live(uint64_t id) const noexcept { return (live[id / 64] >> (id % 64)) & 1; }
   // Frees completed deferred batches; lock held. Returns blocks freed.
-  size_t reclaim_completed();
+  size_t reclaim_completed() noexcept;
 };
+
+// A fence source throws for a fence it does not know (never recorded, or
+// released); the pool's calls are noexcept, so every call into a source goes
+// through these. free_after asks first and refuses such a fence; one that
+// throws later has been lost by its source: nothing is left to wait for, so
+// it counts as completed (as in the host pool).
+inline bool kv_fence_known(FenceSource& source, FenceId fence) noexcept {
+  try {
+    source.completed(fence);
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+inline bool kv_fence_done(FenceSource& source, FenceId fence) noexcept {
+  try {
+    return source.completed(fence);
+  } catch (...) {
+    return true;
+  }
+}
+
+inline void kv_release_fence(FenceSource& source, FenceId fence) noexcept {
+  try {
+    source.release(fence);
+  } catch (...) {  // lost already: nothing to give back
+  }
+}
 
 // Sets this thread's KVBlockPool::last_error() (printf-style).
 void kv_set_error(const char* format, ...) noexcept __attribute__((format(printf, 1, 2)));

@@ -105,10 +105,15 @@ class KVBlockPool {
   Status free_and_alloc(const FreeId* ids_to_free, size_t n_free, size_t n, OutId* out) noexcept;
   // Frees the ids once `fence` of `source` completes; until then they are not
   // handed out. The pool owns the fence from here on (released to `source`,
-  // which must outlive the pool or the deferral). The same checks as free().
+  // which must outlive the pool or the deferral); an empty batch releases it
+  // at once. The same checks as free(), and Status::bad_argument for fence 0
+  // or a fence `source` does not know (its completed() throws: never
+  // recorded, or released): then nothing is freed and the fence is not taken.
   Status free_after(const int64_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept;
   Status free_after(const uint32_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept;
-  // Frees the deferred batches whose fences completed; returns the blocks freed.
+  // Frees the deferred batches whose fences completed; returns the blocks
+  // freed. A fence whose source throws for it has been lost (nothing is left
+  // to wait for) and counts as completed; nothing a source throws escapes.
   size_t collect_deferred() noexcept;
 
   void* base() const noexcept { return base_; }
@@ -145,6 +150,8 @@ class KVBlockPool {
   Status refuse_alloc(size_t n, size_t available, size_t being_freed) noexcept;
   template <class Id>
   Status refuse_free(const Id* ids, size_t n, const char* call) noexcept;
+  // Fails a free_after whose fence is 0 or unknown to its source.
+  Status refuse_fence(FenceId fence) noexcept;
   void map_arena(const KVBlockPoolOptions& options);
   void pin_arena(const KVBlockPoolOptions& options);
 
