@@ -12,6 +12,10 @@
 namespace unipool {
 namespace {
 
+// No arena is larger: far beyond any machine, and it keeps every size sum
+// and product below in 64 bits.
+constexpr uint64_t kMaxArenaBytes = uint64_t{1} << 62;
+
 uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
 std::string errno_text(int error) { return error ? std::strerror(error) : "unknown error"; }
@@ -80,10 +84,19 @@ KVBlockPool::KVBlockPool(const KVBlockPoolOptions& options) : state_(std::make_u
     throw std::invalid_argument("KVBlockPool: alignment must be a power of two <= 2 MiB");
   }
   if (options.max_pin < (uint64_t{2} << 20)) throw std::invalid_argument("KVBlockPool: max_pin must be >= 2 MiB");
+  // Checked before the round-up, which would wrap a block size near 2^64 to
+  // a stride of 0 and a 0-byte arena; then stride x num_blocks cannot wrap.
+  if (options.block_bytes > kMaxArenaBytes) {
+    throw std::invalid_argument("KVBlockPool: block_bytes must be <= 2^62 (got " + std::to_string(options.block_bytes) +
+                                ")");
+  }
   block_bytes_ = options.block_bytes;
   stride_ = round_up(block_bytes_, align);
   num_blocks_ = options.num_blocks;
-  if (stride_ > (uint64_t{1} << 62) / num_blocks_) throw std::invalid_argument("KVBlockPool: arena larger than 2^62 bytes");
+  if (stride_ > kMaxArenaBytes / num_blocks_) {
+    throw std::invalid_argument("KVBlockPool: the arena, " + std::to_string(num_blocks_) + " blocks of stride " +
+                                std::to_string(stride_) + ", is larger than 2^62 bytes (block_bytes or num_blocks too large)");
+  }
   arena_bytes_ = stride_ * num_blocks_;
 
   map_arena(options);

@@ -1,6 +1,7 @@
 // KVBlockPool: bad input is refused with an error and leaves the pool as it
 // was; a fence source that throws never takes the process down.
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -101,6 +102,33 @@ TEST(KVBlockPoolBadInput, CollectSurvivesASourceThatThrows) {
   fences.lost = true;
   EXPECT_EQ(pool.alloc(4, ids), Status::ok);
   expect_valid(pool);
+}
+
+TEST(KVBlockPoolBadInput, SizesWhoseStrideOverflowsAreRefused) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  for (uint64_t block_bytes : {kMax, kMax - 100, kMax - 255}) {
+    try {
+      KVBlockPool pool(small_kv_options(block_bytes, 1));
+      ADD_FAILURE() << "block_bytes " << block_bytes << " accepted: stride " << pool.stride() << ", arena "
+                    << pool.arena_bytes();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("block_bytes"), std::string::npos) << e.what();
+    }
+  }
+  KVBlockPoolOptions o = small_kv_options(kMax - (uint64_t{1} << 20), 1);
+  o.alignment = uint64_t{2} << 20;  // rounds up past 2^64 though block_bytes + 255 would not
+  EXPECT_THROW(KVBlockPool{o}, std::invalid_argument);
+}
+
+TEST(KVBlockPoolBadInput, SizesWhoseArenaOverflowsAreRefused) {
+  for (uint64_t num_blocks : {uint64_t{2}, uint64_t{1} << 31}) {
+    try {
+      KVBlockPool pool(small_kv_options(uint64_t{1} << 62, num_blocks));
+      ADD_FAILURE() << "accepted: arena " << pool.arena_bytes();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("arena"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
