@@ -40,15 +40,32 @@ void core_dealloc(PyObject* self) {
   Py_TYPE(self)->tp_free(self);
 }
 
+// A size argument of _init as a uint64_t. Not PyArg_ParseTuple's "K", which
+// takes any int modulo 2^64 (2**64 + 4 blocks became 4): an int outside
+// 0 .. 2^64-1 raises OverflowError naming the argument, a non-int TypeError.
+bool size_arg(PyObject* obj, const char* name, uint64_t& out) {
+  PyObject* index = PyNumber_Index(obj);
+  if (!index) return false;
+  out = PyLong_AsUnsignedLongLong(index);
+  const bool ok = !(out == static_cast<uint64_t>(-1) && PyErr_Occurred());
+  if (!ok) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_OverflowError, "KVBlockPool: %s=%R is out of range (0 .. 2^64-1)", name, index);
+  }
+  Py_DECREF(index);
+  return ok;
+}
+
 // _init(block_bytes, num_blocks, pinned: -1 auto / 0 / 1, numa_node, alignment)
 PyObject* core_init(PyObject* self, PyObject* args) {
-  unsigned long long block_bytes = 0, num_blocks = 0, alignment = 256;
+  PyObject *block_bytes = nullptr, *num_blocks = nullptr, *alignment = nullptr;
   int pinned = -1, numa_node = -1;
-  if (!PyArg_ParseTuple(args, "KKiiK", &block_bytes, &num_blocks, &pinned, &numa_node, &alignment)) return nullptr;
+  if (!PyArg_ParseTuple(args, "OOiiO", &block_bytes, &num_blocks, &pinned, &numa_node, &alignment)) return nullptr;
   KVBlockPoolOptions o;
-  o.block_bytes = block_bytes;
-  o.num_blocks = num_blocks;
-  o.alignment = alignment;
+  if (!size_arg(block_bytes, "block_bytes", o.block_bytes) || !size_arg(num_blocks, "num_blocks", o.num_blocks) ||
+      !size_arg(alignment, "alignment", o.alignment)) {
+    return nullptr;
+  }
   o.pinned = pinned < 0 ? HostPinned::best_effort : pinned ? HostPinned::on : HostPinned::off;
   o.numa_node = numa_node;
   std::shared_ptr<KVBlockPool> pool;
@@ -414,7 +431,9 @@ bool read_ids(PyObject* ids, std::vector<int64_t>& v) {
 }
 
 void raise_kv_error(Status s) {
-  PyErr_SetString(s == Status::out_of_space ? g_exhausted : g_double_free, KVBlockPool::last_error());
+  // bad_argument: a bad fence, not a bad block id.
+  PyObject* type = s == Status::out_of_space ? g_exhausted : s == Status::bad_argument ? PyExc_ValueError : g_double_free;
+  PyErr_SetString(type, KVBlockPool::last_error());
 }
 
 std::shared_ptr<KVBlockPool> kv_pool_of(PyObject* obj) {

@@ -3,6 +3,7 @@ is present) cut into uniform blocks, handed out by id (docs/kv_offload.md)."""
 from __future__ import annotations
 
 import math
+import operator
 from typing import Optional, Sequence, Union
 
 import torch
@@ -10,6 +11,14 @@ import torch
 from . import _C
 
 Ids = Union[torch.Tensor, Sequence[int]]
+
+
+def _int_arg(name: str, value) -> int:
+    # operator.index, not int(): int(4.5) is 4, a size nobody asked for.
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"KVBlockPool: {name} must be an int, got {type(value).__name__} {value!r}") from None
 
 
 class KVBlockPool(_C._KVCore):
@@ -27,6 +36,9 @@ class KVBlockPool(_C._KVCore):
     Exhaustion raises KVPoolExhaustedError (a MemoryError); a double free,
     an id out of range or repeated in a batch raise KVDoubleFreeError (a
     ValueError) and free nothing; a refused free_and_alloc frees nothing.
+    Sizes must be ints: a float raises TypeError, one out of 0 .. 2^64-1
+    OverflowError and one too large for an arena ValueError, each naming
+    the argument, before anything is built.
     """
 
     def __init__(self, block_bytes: Optional[int] = None, num_blocks: Optional[int] = None, *,
@@ -37,7 +49,9 @@ class KVBlockPool(_C._KVCore):
         if block_shape is not None:
             if dtype is None:
                 raise TypeError("KVBlockPool: block_shape needs a dtype")
-            shape = tuple(int(d) for d in block_shape)
+            shape = tuple(_int_arg("block_shape", d) for d in block_shape)
+            if any(d < 1 for d in shape):  # (-1, -4) would pass as 4 elements
+                raise ValueError(f"KVBlockPool: block_shape dimensions must be >= 1, got {shape}")
             nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
             if block_bytes is not None and block_bytes != nbytes:
                 raise ValueError(f"KVBlockPool: block_bytes={block_bytes} but block_shape x dtype is {nbytes} bytes")
@@ -45,11 +59,13 @@ class KVBlockPool(_C._KVCore):
         else:
             if block_bytes is None:
                 raise TypeError("KVBlockPool: give block_bytes, or block_shape and dtype")
-            shape, dtype = (int(block_bytes),), dtype or torch.uint8
+            shape, dtype = (_int_arg("block_bytes", block_bytes),), dtype or torch.uint8
             if dtype != torch.uint8:
                 raise ValueError("KVBlockPool: dtype without block_shape; give block_shape too")
-        self._init(int(block_bytes), int(num_blocks), -1 if pinned is None else int(bool(pinned)),
-                   -1 if numa_node is None else int(numa_node), int(alignment))
+        # _init refuses sizes out of range before it builds anything.
+        self._init(_int_arg("block_bytes", block_bytes), _int_arg("num_blocks", num_blocks),
+                   -1 if pinned is None else int(bool(pinned)),
+                   -1 if numa_node is None else _int_arg("numa_node", numa_node), _int_arg("alignment", alignment))
         self.block_shape = shape
         self.dtype = dtype
         # The whole arena, [num_blocks, *block_shape]: zero-copy; it and its
