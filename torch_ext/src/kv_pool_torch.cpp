@@ -53,8 +53,12 @@ at::Tensor arena_tensor(const py::object& obj, std::vector<int64_t> block_shape,
 // Copies blocks between the arena and `other` (any device): to_device:
 // other[dst[i]] <- arena[ids[i]], else arena[ids[i]] <- other[dst[i]]; dst
 // defaults to 0..n-1. Runs of consecutive ids (and slots) become one copy.
-void copy_blocks(const at::Tensor& arena, const py::object& ids_obj, at::Tensor other, const py::object& dst_obj,
-                 bool to_device, bool non_blocking) {
+// Every id must be allocated: a freed block may be another request's now,
+// and a copy into it would overwrite that request's KV. All are checked
+// before the first copy, so a refused call copies nothing.
+void copy_blocks(const py::object& pool_obj, const at::Tensor& arena, const py::object& ids_obj, at::Tensor other,
+                 const py::object& dst_obj, bool to_device, bool non_blocking) {
+  const std::shared_ptr<KVBlockPool> pool = pool_of(pool_obj);
   const std::vector<int64_t> ids = ids_of(ids_obj);
   std::vector<int64_t> dst;
   if (dst_obj.is_none()) {
@@ -70,6 +74,9 @@ void copy_blocks(const at::Tensor& arena, const py::object& ids_obj, at::Tensor 
   const int64_t num_blocks = arena.size(0);
   for (size_t i = 0; i < ids.size(); ++i) {
     TORCH_CHECK_INDEX(ids[i] >= 0 && ids[i] < num_blocks, "block id ", ids[i], " out of range");
+    TORCH_CHECK_VALUE(pool->is_live(static_cast<uint64_t>(ids[i])), "KVBlockPool.",
+                      to_device ? "copy_to_device" : "copy_from_device", ": block ", ids[i],
+                      " is not allocated (free, or freed and waiting on a fence); nothing was copied");
     TORCH_CHECK_INDEX(dst[i] >= 0 && dst[i] < other.size(0), "slot ", dst[i], " out of range");
   }
   size_t i = 0;
@@ -113,7 +120,7 @@ void free_after(const py::object& obj, const py::object& ids_obj, int device, ui
 
 void bind_kv_pool(py::module_& m) {
   m.def("_kv_arena", &arena_tensor);
-  m.def("_kv_copy", &copy_blocks, py::arg("arena"), py::arg("ids"), py::arg("other"), py::arg("dst"),
+  m.def("_kv_copy", &copy_blocks, py::arg("pool"), py::arg("arena"), py::arg("ids"), py::arg("other"), py::arg("dst"),
         py::arg("to_device"), py::arg("non_blocking"));
   m.def("_kv_free_after", &free_after);
   m.def("_kv_has_fences", [] { return cuda_hooks().fences != nullptr && cuda_hooks().fences() != nullptr; });

@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import operator as _operator
 import os as _os
 
 import torch as _torch  # loads libtorch before the extension
@@ -24,7 +25,15 @@ __version__ = "0.1.0"
 def _shape(size) -> list[int]:
     if len(size) == 1 and isinstance(size[0], (tuple, list, _torch.Size)):
         size = size[0]
-    return [int(d) for d in size]
+    return [_dim(d) for d in size]
+
+
+def _dim(d) -> int:
+    # operator.index, not int(): int(1.5) is 1, a size nobody asked for.
+    try:
+        return _operator.index(d)
+    except TypeError:
+        raise TypeError(f"unipool: tensor sizes must be ints, got {type(d).__name__} {d!r}") from None
 
 
 def empty(*size, dtype: _torch.dtype | None = None) -> _torch.Tensor:

@@ -38,7 +38,9 @@ class KVBlockPool(_C._KVCore):
     ValueError) and free nothing; a refused free_and_alloc frees nothing.
     Sizes must be ints: a float raises TypeError, one out of 0 .. 2^64-1
     OverflowError and one too large for an arena ValueError, each naming
-    the argument, before anything is built.
+    the argument, before anything is built. view() and the copies refuse
+    ids out of range (IndexError; -1 is not the last block); the copies
+    also refuse ids not allocated (ValueError) and then copy nothing.
     """
 
     def __init__(self, block_bytes: Optional[int] = None, num_blocks: Optional[int] = None, *,
@@ -74,12 +76,24 @@ class KVBlockPool(_C._KVCore):
 
     def view(self, ids: Union[int, Ids]):
         """A block as a tensor of block_shape (a view into the arena), or a
-        list of such views for several ids."""
-        if isinstance(ids, int):
-            return self.blocks[ids]
+        list of such views for several ids. An id out of range raises
+        IndexError (-1 is not the last block)."""
         if isinstance(ids, torch.Tensor):
-            ids = ids.tolist()
-        return [self.blocks[i] for i in ids]
+            ids = ids.tolist()  # a 0-d tensor gives one int
+        if hasattr(ids, "__iter__"):
+            return [self.blocks[self._block_id(i)] for i in ids]
+        return self.blocks[self._block_id(ids)]
+
+    def _block_id(self, i) -> int:
+        # Checked here, not by indexing `blocks`: a tensor counts -1 from the
+        # end and would hand out the last block.
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise TypeError(f"KVBlockPool: a block id must be an int, got {type(i).__name__}") from None
+        if not 0 <= i < self.num_blocks:
+            raise IndexError(f"KVBlockPool: block id {i} out of range (pool of {self.num_blocks} blocks)")
+        return i
 
     def free_after(self, ids: Ids, stream=None) -> None:
         """Frees `ids` once the work queued so far on `stream` (a
@@ -108,9 +122,9 @@ class KVBlockPool(_C._KVCore):
     def _copy(self, ids, other, stream, slots, to_device, non_blocking):
         if other.device.type == "cuda" and stream is not None:
             with torch.cuda.stream(stream):
-                _C._kv_copy(self.blocks, ids, other, slots, to_device, non_blocking)
+                _C._kv_copy(self, self.blocks, ids, other, slots, to_device, non_blocking)
         else:
-            _C._kv_copy(self.blocks, ids, other, slots, to_device, non_blocking and other.device.type != "cpu")
+            _C._kv_copy(self, self.blocks, ids, other, slots, to_device, non_blocking and other.device.type != "cpu")
 
     def __repr__(self) -> str:
         return (f"KVBlockPool(num_blocks={self.num_blocks}, block_shape={self.block_shape}, dtype={self.dtype}, "
