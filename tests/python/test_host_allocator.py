@@ -1,6 +1,7 @@
 """The pinned host allocator (at::HostAllocator over the host pool),
 registered by install() for kCUDA and driven directly (pin_memory() needs a
-driver in torch itself)."""
+driver in torch itself). install() pins (pinned=on), which needs a device
+to pin with: these run on a GPU or the null GPU."""
 from conftest import SIM, needs_gpu, run_py
 
 INSTALL = f"""
@@ -11,6 +12,7 @@ assert _C._host_allocator_is_unipool()
 """
 
 
+@needs_gpu
 def test_exact_sizes_and_stats():
     run_py(INSTALL + """
 sizes = [1, 100, 4097, 1 << 20, (1 << 20) + 1, (5 << 20) + 17]
@@ -34,6 +36,7 @@ unipool.host_validate()
 """)
 
 
+@needs_gpu
 def test_record_event_holds_the_block_until_the_fence():
     run_py(INSTALL + """
 h, p = _C._host_alloc(1 << 20)
