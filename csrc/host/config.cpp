@@ -149,12 +149,34 @@ Status apply(HostPoolConfig& c, Text key, Text value) noexcept {
   return ok ? Status::ok : Status::bad_argument;
 }
 
+// The keys an item list has set so far, to refuse one given twice ("the last
+// wins" would silently drop the first). Fixed storage: the parser runs before
+// any heap exists, and an unknown key ends the parse, so at most as many keys
+// as apply() knows are ever recorded.
+class SeenKeys {
+ public:
+  // False when `key` was seen before; otherwise records it.
+  bool add(Text key) noexcept {
+    for (size_t i = 0; i < count_; ++i) {
+      if (keys_[i].n == key.n && std::strncmp(keys_[i].p, key.p, key.n) == 0) return false;
+    }
+    if (count_ < kMax) keys_[count_++] = key;
+    return true;
+  }
+
+ private:
+  static constexpr size_t kMax = 32;  // apply() knows 16
+  Text keys_[kMax];
+  size_t count_ = 0;
+};
+
 }  // namespace
 
 Status parse_host_config(const char* text, HostPoolConfig* out, char* error, size_t error_size) noexcept {
   if (error != nullptr && error_size > 0) error[0] = '\0';
   if (text == nullptr) return Status::ok;
   HostPoolConfig c = *out;
+  SeenKeys seen;
   const char* p = text;
   while (*p != '\0') {
     const char* end = p;
@@ -175,6 +197,10 @@ Status parse_host_config(const char* text, HostPoolConfig* out, char* error, siz
       }
       if (s != Status::ok) {
         write_error(error, error_size, "UNIPOOL_HOST_CONF: bad value for ", key, ": '", value, "'");
+        return Status::bad_argument;
+      }
+      if (!seen.add(key)) {
+        write_error(error, error_size, "UNIPOOL_HOST_CONF: key '", key, "' is given twice", Text{"", 0});
         return Status::bad_argument;
       }
     }

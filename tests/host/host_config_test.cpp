@@ -79,6 +79,21 @@ TEST(HostConfig, ErrorsNameTheKey) {
   expect_error("limit=99999999999999999999999", "limit");
 }
 
+// A key given twice is a mistake (which one was meant?), not "the last wins".
+TEST(HostConfig, DuplicateKeyIsRefused) {
+  expect_error("limit=1GiB,limit=2GiB", "'limit' is given twice");
+  expect_error("pinned=off, thread_cache=size ,pinned=off", "'pinned' is given twice");
+  expect_error("reserve=1GiB,chunk=4MiB,reserve=1GiB", "'reserve'");
+  HostPoolConfig c;
+  c.huge_cache = 3;
+  char error[96];
+  EXPECT_EQ(parse_host_config("huge_cache=5,huge_cache=6", &c, error, sizeof(error)), Status::bad_argument);
+  EXPECT_EQ(c.huge_cache, 3u);  // untouched
+  EXPECT_STREQ(error, "UNIPOOL_HOST_CONF: key 'huge_cache' is given twice");
+  // Distinct keys, and keys that only share a prefix, are fine.
+  EXPECT_NO_THROW(HostPoolConfig::parse("huge_cache=4,huge_cache_bytes=1GiB"));
+}
+
 TEST(HostConfig, NonAllocatingParserKeepsTheOutputOnError) {
   HostPoolConfig c;
   c.huge_cache = 3;

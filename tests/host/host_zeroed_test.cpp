@@ -34,7 +34,7 @@ void* zeroed_counting_faults(HostPool& pool, size_t size, uint64_t* faults) {
 }
 
 TEST(HostZeroed, FreshLargeBlockIsNotClearedAndReadsZero) {
-  HostPool pool(conf("huge_threshold=64MiB"));
+  HostPool pool("reserve=1GiB,huge_threshold=64MiB");  // not conf(): a key may be given once
   const size_t size = 32 << 20;  // a large block: 8192 pages if it were cleared
   uint64_t faults = 0;
   void* p = zeroed_counting_faults(pool, size, &faults);
