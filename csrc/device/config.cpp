@@ -80,7 +80,10 @@ void apply(DevicePoolConfig& c, std::string_view key, std::string_view value) {
   } else if (key == "memory_fraction") {
     c.memory_fraction = parse_fraction(key, value, false);
   } else if (key == "memory_limit") {
+    // 0 means "no limit": a value that rounds down to it (0.5, 0) is refused
+    // rather than silently lifting the limit; leaving the key out says none.
     c.memory_limit = parse_size(key, value);
+    if (c.memory_limit == 0) bad(key, value, "a size of at least 1 byte (leave the key out for no limit)");
   } else if (key == "max_split_size_mb") {
     std::string_view rest;
     const double mb = parse_number(key, value, &rest, "a number of MiB, at least 20");

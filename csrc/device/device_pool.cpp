@@ -1,6 +1,7 @@
 // unipool device pool: construction and the public DevicePool methods, thin
 // wrappers over DevicePool::Impl (pool_*.cpp).
 #include <atomic>
+#include <cstdio>
 #include <string>
 
 #include "device/pool_impl.hpp"
@@ -9,6 +10,25 @@ namespace unipool {
 
 namespace {
 std::atomic<uint64_t> g_next_serial{1};
+
+std::string format_fraction(double fraction) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.6g", fraction);
+  return text;
+}
+
+// A positive fraction whose share of the device truncates to 0 bytes would
+// read as "no limit" (0) in effective_limit(): the opposite of what a tiny
+// fraction asks for. torch's setMemoryFraction takes any fraction in [0, 1]
+// and a limit of 0 bytes there refuses every allocation; here 0 is "no
+// limit", so such a fraction is refused instead. `what` names the setting.
+void check_fraction_bytes(double fraction, uint64_t device_total, const std::string& what) {
+  if (fraction > 0 && fraction * static_cast<double>(device_total) < 1.0) {
+    throw DevicePoolError(Status::bad_argument,
+                          "unipool: " + what + " " + format_fraction(fraction) + " rounds to 0 bytes of the device's " +
+                              std::to_string(device_total) + " bytes, which would mean no limit at all");
+  }
+}
 }  // namespace
 
 DevicePool::Impl::Impl(std::shared_ptr<DeviceBackend> backend_in, int device_in, const DevicePoolConfig& config_in)
@@ -41,6 +61,7 @@ DevicePool::Impl::Impl(std::shared_ptr<DeviceBackend> backend_in, int device_in,
   // Address space only: 1.5x the device, so holes left by long-lived blocks
   // never keep an arena from using the whole device (PyTorch takes 1.125x).
   reserve_bytes = device::round_up(device_total + device_total / 2, granule);
+  check_fraction_bytes(config.memory_fraction, device_total, "UNIPOOL_DEVICE_CONF key 'memory_fraction': value");
   memory_fraction = config.memory_fraction;
   memory_limit = config.memory_limit;
 }
@@ -126,8 +147,9 @@ std::string DevicePool::snapshot_json() const { return to_json(snapshot(), 1); }
 void DevicePool::set_memory_fraction(double fraction) {
   if (!(fraction >= 0.0 && fraction <= 1.0)) {
     throw DevicePoolError(Status::bad_argument,
-                          "unipool: memory fraction " + std::to_string(fraction) + " is not in [0, 1]");
+                          "unipool: memory fraction " + format_fraction(fraction) + " is not in [0, 1]");
   }
+  check_fraction_bytes(fraction, impl_->device_total, "memory fraction");  // device_total never changes
   std::lock_guard lock(impl_->mutex);
   impl_->memory_fraction = fraction;
 }

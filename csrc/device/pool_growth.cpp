@@ -28,7 +28,10 @@ GrowthFailure over_limit() {
 uint64_t DevicePool::Impl::effective_limit() const {
   uint64_t limit = memory_limit;
   if (memory_fraction > 0) {
-    const auto by_fraction = static_cast<uint64_t>(memory_fraction * static_cast<double>(device_total));
+    // At least 1: a positive fraction is a limit, never "none" (0). The
+    // setters refuse fractions this small; this keeps the rule local.
+    const auto by_fraction =
+        std::max<uint64_t>(1, static_cast<uint64_t>(memory_fraction * static_cast<double>(device_total)));
     limit = limit == 0 ? by_fraction : std::min(limit, by_fraction);
   }
   return limit;

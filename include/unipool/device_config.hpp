@@ -19,7 +19,9 @@ struct DevicePoolConfig {
   // the library was built with CUDA, sim otherwise.
   std::string backend;
   // Per-device limits on reserved bytes; 0 means none. Both may be set; the
-  // smaller wins. memory_fraction is of the device's total memory.
+  // smaller wins. memory_fraction is of the device's total memory; the pool
+  // refuses one that rounds to 0 bytes of it. parse() refuses a memory_limit
+  // below 1 byte (it would read as none).
   double memory_fraction = 0.0;
   uint64_t memory_limit = 0;
   // Blocks of at least this size are never split, and a cached one is only

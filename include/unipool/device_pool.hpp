@@ -106,7 +106,8 @@ class DevicePool {
   std::string snapshot_json() const;
 
   // Limits on reserved bytes (see DevicePoolConfig). A fraction in (0, 1],
-  // a limit in bytes; 0 removes that limit.
+  // a limit in bytes; 0 removes that limit. A positive fraction that rounds
+  // to 0 bytes of the device is refused (bad_argument), not taken as none.
   void set_memory_fraction(double fraction);
   void set_memory_limit(uint64_t bytes);
   uint64_t memory_limit() const;  // the effective limit, 0 if none

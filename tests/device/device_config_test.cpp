@@ -65,6 +65,16 @@ TEST(DeviceConfig, ErrorsNameTheKey) {
   EXPECT_NE(error_of("expandable_segments").find("not key=value"), std::string::npos);
 }
 
+// A limit that rounds to zero bytes must not turn into "no limit" (0).
+TEST(DeviceConfig, MemoryLimitBelowOneByteIsRefused) {
+  for (const char* text : {"memory_limit=0.5", "memory_limit=0.9B", "memory_limit=0", "memory_limit=0GiB"}) {
+    EXPECT_NE(error_of(text).find("'memory_limit'"), std::string::npos) << text;
+    EXPECT_NE(error_of(text).find("at least 1 byte"), std::string::npos) << text;
+  }
+  EXPECT_EQ(DevicePoolConfig::parse("memory_limit=1").memory_limit, 1u);
+  EXPECT_EQ(DevicePoolConfig::parse("memory_limit=0.001KiB").memory_limit, 1u);  // 1.024 bytes
+}
+
 TEST(DeviceConfig, PoolsFromConfigString) {
   auto pools = DevicePools::create("backend=sim,sim_devices=2,sim_capacity=64MiB");
   ASSERT_EQ(pools->device_count(), 2);

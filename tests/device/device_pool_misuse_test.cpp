@@ -65,6 +65,25 @@ TEST_P(DevicePoolMisuse, DoubleFreeWhilePending) {
 TEST_P(DevicePoolMisuse, BadMemoryFraction) {
   expect_error([&] { pool.set_memory_fraction(1.5); }, Status::bad_argument, "memory fraction");
   expect_error([&] { pool.set_memory_fraction(-0.1); }, Status::bad_argument, "memory fraction");
+  // A positive fraction that rounds to 0 bytes of the device is not "no limit".
+  pool.set_memory_limit(512 * kMiB);
+  expect_error([&] { pool.set_memory_fraction(1e-300); }, Status::bad_argument, "memory fraction");
+  expect_error([&] { pool.set_memory_fraction(1e-12); }, Status::bad_argument, "0 bytes");
+  EXPECT_EQ(pool.memory_limit(), 512 * kMiB);  // unchanged
+  pool.set_memory_limit(0);
+  EXPECT_EQ(pool.memory_limit(), 0u);
+  try {
+    SimPool tiny(GetParam(), kGiB, "memory_fraction=1e-300");
+    ADD_FAILURE() << "a pool with memory_fraction=1e-300 was created, limit " << tiny.pool->memory_limit();
+  } catch (const DevicePoolError& e) {
+    EXPECT_EQ(e.status(), Status::bad_argument);
+    EXPECT_NE(std::string(e.what()).find("memory_fraction"), std::string::npos) << e.what();
+  }
+  // The smallest fraction that is at least a byte is a limit, not none.
+  pool.set_memory_fraction(1.0 / static_cast<double>(kGiB));
+  EXPECT_EQ(pool.memory_limit(), 1u);
+  pool.set_memory_fraction(0);  // 0 still removes the fraction limit
+  EXPECT_EQ(pool.memory_limit(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Segments, DevicePoolMisuse, ::testing::Values(false, true),
