@@ -118,6 +118,18 @@ void apply(DevicePoolConfig& c, std::string_view key, std::string_view value) {
   }
 }
 
+// Checks between keys, once all are read (either order works). A granule
+// larger than the simulated device could never be mapped: every allocation
+// would fail with a report that the device is free.
+void check_sim(const DevicePoolConfig& c) {
+  if (c.sim_granularity > c.sim_capacity) {
+    throw DevicePoolError(Status::bad_argument,
+                          "unipool: UNIPOOL_DEVICE_CONF key 'sim_granularity': value " +
+                              std::to_string(c.sim_granularity) + " is larger than sim_capacity " +
+                              std::to_string(c.sim_capacity));
+  }
+}
+
 }  // namespace
 
 DevicePoolConfig DevicePoolConfig::parse(std::string_view text) {
@@ -140,6 +152,7 @@ DevicePoolConfig DevicePoolConfig::parse(std::string_view text) {
     }
     apply(c, key, value);
   }
+  check_sim(c);
   return c;
 }
 

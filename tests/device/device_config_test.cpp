@@ -75,6 +75,16 @@ TEST(DeviceConfig, MemoryLimitBelowOneByteIsRefused) {
   EXPECT_EQ(DevicePoolConfig::parse("memory_limit=0.001KiB").memory_limit, 1u);  // 1.024 bytes
 }
 
+// A granule larger than the simulated device: every allocation would fail
+// with an OOM report saying the device is free. Either key order.
+TEST(DeviceConfig, SimGranularityAboveCapacityIsRefused) {
+  EXPECT_NE(error_of("sim_granularity=1TiB").find("'sim_granularity'"), std::string::npos);
+  EXPECT_NE(error_of("sim_granularity=1TiB").find("sim_capacity"), std::string::npos);
+  EXPECT_NE(error_of("sim_capacity=8MiB,sim_granularity=16MiB").find("'sim_granularity'"), std::string::npos);
+  EXPECT_NE(error_of("sim_granularity=16MiB,sim_capacity=8MiB").find("'sim_granularity'"), std::string::npos);
+  EXPECT_EQ(DevicePoolConfig::parse("sim_capacity=8MiB,sim_granularity=8MiB").sim_granularity, 8 * kMiB);
+}
+
 TEST(DeviceConfig, PoolsFromConfigString) {
   auto pools = DevicePools::create("backend=sim,sim_devices=2,sim_capacity=64MiB");
   ASSERT_EQ(pools->device_count(), 2);

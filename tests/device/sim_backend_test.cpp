@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "device_test_support.hpp"
@@ -51,6 +52,22 @@ TEST(SimBackend, CapacityAndArgumentChecks) {
   EXPECT_EQ(sim.used_bytes(0), 0u);
   EXPECT_EQ(sim.calls(SimBackend::allocate_call), 3u);
   EXPECT_EQ(sim.calls(SimBackend::deallocate_call), 3u);
+}
+
+// A granule larger than the device could never be mapped: every allocation
+// would fail while the device reads as free. Refused up front.
+TEST(SimBackend, GranularityAboveCapacityIsRefused) {
+  SimBackendOptions o;
+  o.capacity = 8 * kMiB;
+  o.granularity = 16 * kMiB;
+  try {
+    SimBackend sim(o);
+    ADD_FAILURE() << "granularity 16 MiB accepted on an 8 MiB device";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("capacity"), std::string::npos) << e.what();
+  }
+  o.granularity = 8 * kMiB;  // one granule: the whole device
+  EXPECT_NO_THROW(SimBackend{o});
 }
 
 TEST(SimBackend, ReserveMapUnmap) {

@@ -33,6 +33,12 @@ SimBackend::SimBackend(SimBackendOptions options) : options_(options) {
       options_.granularity % 4096 != 0) {
     throw std::invalid_argument("unipool::SimBackend: granularity must be a power of two >= 4096");
   }
+  // Not one granule would fit: every allocation would fail while the device
+  // reads as free.
+  if (options_.granularity > options_.capacity) {
+    throw std::invalid_argument("unipool::SimBackend: granularity " + std::to_string(options_.granularity) +
+                                " is larger than the capacity " + std::to_string(options_.capacity));
+  }
   devices_.resize(static_cast<size_t>(options_.devices));
 }
 
