@@ -230,17 +230,21 @@ Status Engine::free_located(void* p) noexcept {
   return free_huge(p);
 }
 
-uint64_t Engine::footprint(const void* p) const noexcept {
+Engine::Footprint Engine::footprint(const void* p) const noexcept {
   const Located loc = locate(p);
-  if (loc.kind == Kind::small) return check_block(loc.page, p) == Status::ok ? loc.page->block_size : 0;
+  if (loc.kind == Kind::small) {
+    // Small blocks count their class size as requested too (see stats()).
+    if (check_block(loc.page, p) != Status::ok) return {};
+    return {loc.page->block_size, loc.page->block_size};
+  }
   if (loc.kind == Kind::large) {
     FutexGuard lock(arenas_[loc.arena_index].mutex());
     const LargeHeader* h = large_header(loc.arena, p);
-    return h ? h->extent : 0;
+    return h ? Footprint{h->extent, h->requested} : Footprint{};
   }
   LockGuard lock(huge_lock_);
   const HugeEntry* e = huge_.find(reinterpret_cast<uintptr_t>(p));
-  return e ? e->map_bytes : 0;
+  return e ? Footprint{e->map_bytes, e->requested} : Footprint{};
 }
 
 size_t Engine::usable_size(const void* p) const noexcept {

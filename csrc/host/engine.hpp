@@ -246,7 +246,13 @@ class Engine {
   bool validate_pages(const int64_t live[kNumClasses], Message* why) const;
   bool is_deferred(const void* p) const noexcept;
   void refresh_fast_span() noexcept;  // deferred_lock_ held
-  uint64_t footprint(const void* p) const noexcept;  // 0 if not live
+  // A live block's footprint (what it holds of the pool) and the size its
+  // user asked for; {0, 0} if it is not live.
+  struct Footprint {
+    uint64_t bytes = 0;
+    uint64_t requested = 0;
+  };
+  Footprint footprint(const void* p) const noexcept;
 
   // ---- misuse ----
   Status misuse(const char* what, const void* p) const noexcept;
@@ -320,6 +326,7 @@ class Engine {
 
   // Counters.
   Gauge requested_, allocated_, committed_, pinned_, deferred_bytes_;
+  Gauge deferred_requested_;  // the requested sizes behind deferred_bytes_
   mutable Gauge cached_;
   std::atomic<int64_t> small_flushed_{0};  // small/middle bytes folded into requested_/allocated_
   std::atomic<uint64_t> large_count_{0}, huge_count_{0};

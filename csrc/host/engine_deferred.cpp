@@ -29,15 +29,16 @@ Status Engine::free_after(void* p, FenceSource& source, FenceId fence) noexcept 
     const Status s = check_block(loc.page, p);
     if (s != Status::ok) return s;
   }
-  const uint64_t bytes = footprint(p);
-  if (bytes == 0) {
+  const Footprint held = footprint(p);
+  if (held.bytes == 0) {
     return misuse("free_after of a pointer that is not a live block of this pool", p);
   }
   DeferredEntry entry;
   entry.ptr = reinterpret_cast<uintptr_t>(p);
   entry.source = &source;
   entry.fence = fence;
-  entry.bytes = bytes;
+  entry.bytes = held.bytes;
+  entry.requested = held.requested;
   {
     LockGuard lock(deferred_lock_);
     if (!deferred_.insert(entry)) {
@@ -46,7 +47,8 @@ Status Engine::free_after(void* p, FenceSource& source, FenceId fence) noexcept 
     deferred_count_.fetch_add(1, std::memory_order_relaxed);
     refresh_fast_span();
   }
-  deferred_bytes_.add(static_cast<int64_t>(bytes));
+  deferred_bytes_.add(static_cast<int64_t>(held.bytes));
+  deferred_requested_.add(static_cast<int64_t>(held.requested));
   return Status::ok;
 }
 
@@ -78,6 +80,7 @@ size_t Engine::collect_deferred() noexcept {
       } catch (...) {
       }
       deferred_bytes_.add(-static_cast<int64_t>(ready[i].bytes));
+      deferred_requested_.add(-static_cast<int64_t>(ready[i].requested));
       free_located(reinterpret_cast<void*>(ready[i].ptr));
     }
     total += n;

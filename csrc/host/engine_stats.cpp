@@ -93,7 +93,10 @@ HostPoolStats Engine::stats() const noexcept {
   const uint64_t small_cached = segment_bytes - overhead - static_cast<uint64_t>(small_live_bytes);
 
   st.allocated_bytes = allocated_total - deferred;
-  st.requested_bytes = requested_total;
+  // A block freed with free_after is freed for its user: neither allocated
+  // nor requested, only deferred, until its fence completes.
+  const uint64_t deferred_requested = deferred_requested_.get();
+  st.requested_bytes = requested_total - deferred_requested;
   st.deferred_bytes = deferred;
   st.deferred_blocks = deferred_count_.load(std::memory_order_relaxed);
   st.committed_bytes = committed_.get();
@@ -133,7 +136,7 @@ HostPoolStats Engine::stats() const noexcept {
 void Engine::reset_peaks() noexcept {
   const HostPoolStats now = stats();
   auto reset = [](Gauge& g, uint64_t v) { g.peak.store(static_cast<int64_t>(v), std::memory_order_relaxed); };
-  reset(requested_, now.requested_bytes);
+  reset(requested_, now.requested_bytes + deferred_requested_.get());
   reset(allocated_, now.allocated_bytes + now.deferred_bytes);
   reset(committed_, now.committed_bytes);
   reset(pinned_, now.pinned_bytes);

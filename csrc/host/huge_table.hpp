@@ -23,6 +23,7 @@ struct DeferredEntry {
   FenceSource* source = nullptr;
   FenceId fence = kNoFence;
   uint64_t bytes = 0;       // the block's footprint
+  uint64_t requested = 0;   // what its user asked for (stats count it as freed)
 };
 using DeferredTable = PtrTable<DeferredEntry>;
 

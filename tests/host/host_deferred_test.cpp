@@ -25,6 +25,8 @@ TEST_P(HostDeferred, BlockIsNotReusedUntilTheFenceCompletes) {
   EXPECT_EQ(st.deferred_blocks, 1u);
   EXPECT_GE(st.deferred_bytes, size);
   EXPECT_EQ(st.allocated_bytes, 0u);
+  EXPECT_EQ(st.requested_bytes, 0u);  // freed by its user: neither allocated nor requested
+  EXPECT_GE(st.peak_requested_bytes, size);
   EXPECT_VALID(pool);
   // The async reader's data is untouched and the block is never handed out.
   std::vector<void*> others;
@@ -47,6 +49,7 @@ TEST_P(HostDeferred, BlockIsNotReusedUntilTheFenceCompletes) {
   EXPECT_EQ(fences.outstanding(), 1u);  // the pool released its fence; the refused one is still ours
   for (void* q : others) pool.free(q);
   EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_EQ(pool.stats().requested_bytes, 0u);
   EXPECT_VALID(pool);
 }
 
