@@ -1,9 +1,11 @@
 // unipool device pool: parsing UNIPOOL_DEVICE_CONF-style strings. Every error
 // names the key and says what was expected.
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "unipool/device_config.hpp"
 #include "unipool/device_error.hpp"
@@ -118,6 +120,16 @@ void apply(DevicePoolConfig& c, std::string_view key, std::string_view value) {
   }
 }
 
+// Keys set so far; a second value for one is refused, as "the last wins"
+// would silently drop the first. The views point into parse()'s text.
+void note_key(std::vector<std::string_view>& seen, std::string_view key) {
+  if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+    throw DevicePoolError(Status::bad_argument,
+                          "unipool: UNIPOOL_DEVICE_CONF: key '" + std::string(key) + "' is given twice");
+  }
+  seen.push_back(key);
+}
+
 // Checks between keys, once all are read (either order works). A granule
 // larger than the simulated device could never be mapped: every allocation
 // would fail with a report that the device is free.
@@ -134,6 +146,7 @@ void check_sim(const DevicePoolConfig& c) {
 
 DevicePoolConfig DevicePoolConfig::parse(std::string_view text) {
   DevicePoolConfig c;
+  std::vector<std::string_view> seen;
   while (!text.empty()) {
     const size_t comma = text.find(',');
     const std::string_view item = trim(text.substr(0, comma));
@@ -150,6 +163,7 @@ DevicePoolConfig DevicePoolConfig::parse(std::string_view text) {
       throw DevicePoolError(Status::bad_argument,
                             "unipool: UNIPOOL_DEVICE_CONF key '" + std::string(key) + "' has no value");
     }
+    note_key(seen, key);
     apply(c, key, value);
   }
   check_sim(c);

@@ -42,8 +42,8 @@ struct DevicePoolConfig {
   uint64_t sim_granularity = uint64_t{2} << 20;
 
   // Parses a config string; throws DevicePoolError(bad_argument) naming the
-  // offending key, also for a sim_granularity above sim_capacity. An empty
-  // string gives the defaults.
+  // offending key, also for a key given twice and for a sim_granularity above
+  // sim_capacity. An empty string gives the defaults.
   static DevicePoolConfig parse(std::string_view text);
   // parse(getenv("UNIPOOL_DEVICE_CONF")), or the defaults when it is unset.
   static DevicePoolConfig from_env();

@@ -65,6 +65,16 @@ TEST(DeviceConfig, ErrorsNameTheKey) {
   EXPECT_NE(error_of("expandable_segments").find("not key=value"), std::string::npos);
 }
 
+// "the last wins" would silently drop one of two values; which was meant?
+TEST(DeviceConfig, DuplicateKeyIsRefused) {
+  EXPECT_NE(error_of("memory_limit=1GiB,memory_limit=2GiB").find("key 'memory_limit' is given twice"),
+            std::string::npos);
+  EXPECT_NE(error_of("backend=sim, sim_devices=2 ,backend=sim").find("key 'backend' is given twice"),
+            std::string::npos);
+  EXPECT_NE(error_of("sim_capacity=1G,sim_granularity=4K,sim_capacity=2G").find("'sim_capacity'"),
+            std::string::npos);
+}
+
 // A limit that rounds to zero bytes must not turn into "no limit" (0).
 TEST(DeviceConfig, MemoryLimitBelowOneByteIsRefused) {
   for (const char* text : {"memory_limit=0.5", "memory_limit=0.9B", "memory_limit=0", "memory_limit=0GiB"}) {
