@@ -1,6 +1,10 @@
 // unipool C ABI: torch's CUDAPluggableAllocator entry points, thin wrappers
 // over the device C ABI on the default pools. Nothing here throws (torch
 // calls them through plain function pointers, ctypes users too).
+#include <cstdio>
+#include <cstdlib>
+
+#include "unipool/c/common.h"
 #include "unipool/c/device.h"
 #include "unipool/c/pluggable.h"
 
@@ -12,9 +16,15 @@ void* unipool_alloc(size_t size, int device, void* stream) {
 }
 
 void unipool_free(void* ptr, size_t /*size*/, int device, void* /*stream*/) {
-  // The pool knows the block's size and stream; a foreign pointer is refused
-  // there (UNIPOOL_NOT_LIVE in the last error) and changes nothing.
-  if (ptr != nullptr) unipool_device_free_on(nullptr, ptr, device);
+  // The pool knows the block's size and stream. A pointer it does not hold
+  // (foreign, or freed twice) is refused there and changes nothing, but the
+  // caller cannot be told: torch's deleters return nothing. Carrying on would
+  // hide a bug that frees someone else's memory, so it ends the process with
+  // the reason, as torch's own allocator does for an invalid device pointer
+  // and glibc for an invalid free.
+  if (ptr == nullptr || unipool_device_free_on(nullptr, ptr, device) == UNIPOOL_OK) return;
+  std::fprintf(stderr, "unipool_free(%p, device %d): %s\n", ptr, device, unipool_last_error());
+  std::abort();
 }
 
 void unipool_init(int /*device_count*/) { (void)unipool_device_default(); }

@@ -1,4 +1,11 @@
 """The pluggable route: libunipool's exported entry points."""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
 from conftest import SIM, needs_gpu, run_py
 
 
@@ -37,8 +44,6 @@ lib.unipool_record_stream(p, ctypes.c_void_p(0x77))
 lib.unipool_free(p, 3 << 20, 0, None)
 lib.unipool_free(q, 1000, 0, ctypes.c_void_p(0x55))
 assert stat("allocated_bytes.all.current") == 0
-lib.unipool_free(q, 1000, 0, None)           # double free: refused, nothing breaks
-assert b"not" in lib.unipool_last_error() or lib.unipool_last_error()
 lib.unipool_memory_fraction(0.5, 0)
 assert lib.unipool_alloc(700 << 20, 0, None) is None   # over half of the 1 GiB sim device
 assert b"out of memory" in lib.unipool_last_error().lower()
@@ -46,6 +51,33 @@ assert lib.unipool_alloc(0, 0, None) is None
 lib.unipool_reset()
 assert lib.unipool_device_validate(None) == 0
 """, env={"UNIPOOL_DEVICE_CONF": SIM})
+
+
+@pytest.mark.parametrize("ptr", ["q", "q + 64", "0x1000"])
+def test_exported_free_of_a_pointer_it_does_not_hold_ends_the_process_saying_why(ptr):
+    # A double free, an interior pointer, a foreign one: torch's deleters
+    # cannot be told, so the process stops with the reason (torch's allocator
+    # does the same for an invalid device pointer).
+    code = f"""
+import ctypes, unipool
+lib = ctypes.CDLL(unipool.library_path())
+lib.unipool_alloc.restype = ctypes.c_void_p
+lib.unipool_alloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+lib.unipool_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+lib.unipool_init(1)
+q = lib.unipool_alloc(1000, 0, None)
+keep = lib.unipool_alloc(1000, 0, None)
+lib.unipool_free(q, 1000, 0, None)
+print("freed", flush=True)
+lib.unipool_free({ptr}, 1000, 0, None)
+print("survived", flush=True)
+"""
+    env = dict(os.environ, UNIPOOL_DEVICE_CONF=SIM)
+    env.pop("UNIPOOL_INSTALL", None)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert r.stdout.split() == ["freed"], (r.stdout, r.stderr)
+    assert r.returncode == -signal.SIGABRT, (r.returncode, r.stderr)
+    assert "unipool_free(" in r.stderr and "device 0" in r.stderr, r.stderr
 
 
 @needs_gpu

@@ -17,7 +17,11 @@ extern "C" {
 #endif
 
 /* set_alloc_fn / set_free_fn: `size` bytes on `device`, stream-ordered on
- * `stream`; the free gets the allocation's size, device and stream back. */
+ * `stream`; the free gets the allocation's size, device and stream back.
+ * unipool_alloc returns NULL on failure (unipool_last_error() says why).
+ * unipool_free of a pointer the pools do not hold (foreign, interior, freed
+ * twice) prints the reason to stderr and aborts: it cannot report it, and
+ * going on would hide a bug (torch's allocator ends the process too). */
 void* unipool_alloc(size_t size, int device, void* stream);
 void unipool_free(void* ptr, size_t size, int device, void* stream);
 /* set_init_fn: torch calls it with the device count when CUDA initialises;
