@@ -193,7 +193,10 @@ void* Engine::allocate_slow(size_t size, size_t alignment, bool* fresh) noexcept
       return shared_alloc(cls);
     }
   }
-  if (size > huge_threshold_) return allocate_huge(size, alignment, false, fresh);
+  // An arena's base is aligned to a segment only, so its offsets cannot give
+  // a larger alignment (and a large block's pad must fit 32 bits): such
+  // blocks get a mapping of their own, which reserve() aligns to anything.
+  if (size > huge_threshold_ || alignment > kSegmentSize) return allocate_huge(size, alignment, false, fresh);
   return allocate_large(size, alignment, fresh);
 }
 

@@ -152,6 +152,31 @@ TEST(HostPool, AnyPowerOfTwoAlignmentOnEveryPath) {
   EXPECT_VALID(pool);
 }
 
+// Above a segment's alignment (4 MiB, that of an arena's base) the arena's
+// offsets say nothing about the address: such blocks must still come back
+// aligned, and usable_size / free / validate must know them, up to the
+// largest alignment the pool accepts (2^40), whatever the size and config.
+TEST(HostPool, AlignmentsAboveASegmentAreServedAlignedAndFreed) {
+  for (const char* config : {"", kTestConf}) {
+    HostPool pool(config);
+    for (size_t align = 16; align <= (size_t{1} << 40); align *= 2) {
+      for (size_t size : {size_t{1}, size_t{100}, size_t{5000}, size_t{1} << 20, size_t{9} << 20,
+                          size_t{40} << 20}) {
+        void* p = pool.allocate(size, align);
+        ASSERT_NE(p, nullptr) << config << ": " << size << " / " << align << ": " << HostPool::last_error();
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << config << ": " << size << " / " << align;
+        EXPECT_GE(pool.usable_size(p), size) << config << ": " << size << " / " << align;
+        fill(p, size, 3);
+        EXPECT_TRUE(intact(p, size, 3));
+        EXPECT_EQ(pool.free(p), Status::ok) << config << ": " << size << " / " << align << ": "
+                                            << HostPool::last_error();
+      }
+      EXPECT_VALID(pool);
+    }
+    EXPECT_EQ(pool.stats().allocated_bytes, 0u) << config;
+  }
+}
+
 TEST(HostPool, Alignment64UsesTheClassesNotLargeBlocks) {
   HostPool pool(kTestConf);
   void* p = pool.allocate(100, 64);

@@ -130,6 +130,23 @@ void alignments() {
   std::free(pv);
 }
 
+// Alignments above 4 MiB (the pool's segment) up to 4 GiB: glibc serves
+// them for small sizes, and free must take the block back.
+void big_alignments() {
+  for (size_t a = size_t{8} << 20; a <= (size_t{1} << 32); a <<= 1) {
+    for (size_t size : {size_t{100}, size_t{5000}, size_t{1} << 20}) {
+      void* q = nullptr;
+      MALLOC_CHECK(posix_memalign(&q, a, size) == 0 && aligned(q, a) && malloc_usable_size(q) >= size);
+      std::memset(q, 5, size);
+      std::free(q);
+      void* p = aligned_alloc(a, size);
+      MALLOC_CHECK(p != nullptr && aligned(p, a) && malloc_usable_size(p) >= size);
+      std::memset(p, 6, size);
+      std::free(p);
+    }
+  }
+}
+
 void usable_sizes() {
   MALLOC_CHECK(malloc_usable_size(nullptr) == 0);
   for (size_t size = 1; size < (size_t{80} << 20); size = size * 7 / 3 + 1) {
@@ -184,6 +201,7 @@ int main() {
   calloc_of_fresh_memory_faults_no_page();
   realloc_keeps_data();
   alignments();
+  big_alignments();
   usable_sizes();
   cxx_operators();
   std::printf("api semantics ok\n");
