@@ -236,6 +236,7 @@ class Engine {
   // A new committed mapping of `bytes` (for a request of `size`), counted;
   // nullptr, with the reason set, when the limit or the OS refuses.
   char* map_huge(size_t size, uint64_t bytes, uint64_t align, bool internal) noexcept;
+  void fail_commit(size_t size, uint64_t bytes, const backend::os::CommitResult& c) const noexcept;
   void drop_huge_cache() noexcept;
 
   // ---- deferred (engine_deferred.cpp) ----

@@ -1,6 +1,9 @@
 // unipool host: huge blocks, each its own mapping, returned to the OS on free
 // except for a few kept in a cache (seed 001's BigCache) so that a workload
 // that frees and re-allocates big buffers does not fault every page again.
+#include <cerrno>
+#include <cstring>
+
 #include "backend/host_pinner.hpp"
 #include "host/engine.hpp"
 
@@ -22,24 +25,38 @@ void Engine::unmap_huge(char* base, uint64_t bytes, bool pinned) noexcept {
   if (pinned) pinned_.add(-static_cast<int64_t>(bytes));
 }
 
+void Engine::fail_commit(size_t size, uint64_t bytes, const backend::os::CommitResult& c) const noexcept {
+  if (c.error == ENOMEM && std::strcmp(c.what, "mprotect") == 0) {
+    fail(Status::out_of_space, Message{}.add("unipool host pool: cannot allocate ").add_dec(size)
+                                   .add(" bytes: more than this machine's memory and swap can back (the kernel "
+                                        "refused to commit ").add_dec(bytes).add(" bytes: ENOMEM)"));
+    return;
+  }
+  fail(Status::out_of_space, Message{}.add("unipool host pool: ").add(c.what).add(" failed for ")
+                                 .add_dec(bytes).add(" bytes (errno ").add_dec(static_cast<uint64_t>(c.error)).add(")"));
+}
+
 char* Engine::map_huge(size_t size, uint64_t bytes, uint64_t align, bool internal) noexcept {
   if (bytes > headroom()) {
     fail(Status::out_of_space, Message{}.add("unipool host pool: cannot allocate ").add_dec(size)
                                    .add(" bytes: the pool's limit on committed bytes is reached"));
     return nullptr;
   }
-  char* base = static_cast<char*>(backend::os::reserve(bytes, align));
+  // Accounted (backend/os/os_memory.hpp): a mapping no memory can back is
+  // refused by the kernel's overcommit heuristic here, as glibc's would be,
+  // instead of killing the process when its pages are touched.
+  char* base = static_cast<char*>(backend::os::reserve(bytes, align, true));
   if (base == nullptr) {
     fail(Status::out_of_space, Message{}.add("unipool host pool: cannot map ").add_dec(bytes).add(" bytes"));
     return nullptr;
   }
   backend::os::CommitOptions options = arena_settings_.commit;
   if (internal) options = {};
+  options.accounted = true;
   const backend::os::CommitResult c = backend::os::commit(base, bytes, options);
   if (!c.ok) {
     backend::os::release(base, bytes);
-    fail(Status::out_of_space, Message{}.add("unipool host pool: ").add(c.what).add(" failed for ")
-                                   .add_dec(bytes).add(" bytes (errno ").add_dec(static_cast<uint64_t>(c.error)).add(")"));
+    fail_commit(size, bytes, c);
     return nullptr;
   }
   if (c.hugetlb_fallback) hugetlb_fallbacks_.fetch_add(1, std::memory_order_relaxed);

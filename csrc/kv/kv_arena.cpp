@@ -1,6 +1,8 @@
 // unipool kv: the arena of a KVBlockPool. Reserved and committed once
 // (NUMA-bound, touched so the pool, not the first copy, pays the faults),
 // then registered with CUDA in pieces of at most max_pin bytes.
+#include <sys/sysinfo.h>
+
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -20,17 +22,36 @@ uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
 std::string errno_text(int error) { return error ? std::strerror(error) : "unknown error"; }
 
+// An arena larger than the machine's RAM + swap can never be backed: its
+// first touch (or the first copies into it) would fault until the kernel
+// kills the process. Refused here, naming both sizes. The reservation is
+// also accounted (os_memory.hpp), so the kernel's own overcommit policy
+// applies to what passes this check (strict mode refuses sooner).
+void check_fits_machine(uint64_t bytes) {
+  struct sysinfo si {};
+  if (sysinfo(&si) != 0) return;  // unknown: the kernel's accounting decides
+  const uint64_t ram = uint64_t{si.totalram} * si.mem_unit;
+  const uint64_t swap = uint64_t{si.totalswap} * si.mem_unit;
+  if (bytes <= ram + swap) return;
+  throw std::runtime_error("KVBlockPool: the arena, " + std::to_string(bytes) +
+                           " bytes, is larger than this machine's memory (" + std::to_string(ram) +
+                           " bytes of RAM + " + std::to_string(swap) +
+                           " bytes of swap): lower num_blocks or block_bytes");
+}
+
 }  // namespace
 
 void KVBlockPool::map_arena(const KVBlockPoolOptions& options) {
   const uint64_t page = backend::os::page_size();
   mapped_bytes_ = round_up(arena_bytes_, page);
-  base_ = backend::os::reserve(mapped_bytes_, page);
+  check_fits_machine(mapped_bytes_);
+  base_ = backend::os::reserve(mapped_bytes_, page, true);
   if (!base_) {
     throw std::runtime_error("KVBlockPool: cannot reserve " + std::to_string(mapped_bytes_) +
                              " bytes of address space: " + errno_text(errno));
   }
   backend::os::CommitOptions commit;
+  commit.accounted = true;
   commit.numa_node = options.numa_node;
   commit.first_touch = options.first_touch;
   const backend::os::CommitResult r = backend::os::commit(base_, mapped_bytes_, commit);

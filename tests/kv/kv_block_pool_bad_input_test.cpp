@@ -1,5 +1,7 @@
 // KVBlockPool: bad input is refused with an error and leaves the pool as it
 // was; a fence source that throws never takes the process down.
+#include <sys/sysinfo.h>
+
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
@@ -128,6 +130,26 @@ TEST(KVBlockPoolBadInput, SizesWhoseArenaOverflowsAreRefused) {
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find("arena"), std::string::npos) << e.what();
     }
+  }
+}
+
+// An arena the machine cannot hold (more than its RAM and swap) is refused at
+// construction, naming its size and the machine's memory, rather than
+// killed by the kernel at its first touch. first_touch is off so that a
+// pool that wrongly accepts it touches nothing.
+TEST(KVBlockPoolBadInput, ArenaLargerThanTheMachineIsRefused) {
+  struct sysinfo si {};
+  ASSERT_EQ(sysinfo(&si), 0);
+  const uint64_t machine = (uint64_t{si.totalram} + si.totalswap) * si.mem_unit;
+  KVBlockPoolOptions o = small_kv_options(uint64_t{1} << 30, 2 * (machine >> 30) + 1);
+  o.first_touch = false;
+  try {
+    KVBlockPool pool(o);
+    ADD_FAILURE() << "a " << o.num_blocks << " GiB arena was accepted";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(std::to_string(o.num_blocks << 30)), std::string::npos) << what;
+    EXPECT_NE(what.find("memory"), std::string::npos) << what;
   }
 }
 

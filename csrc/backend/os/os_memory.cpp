@@ -30,11 +30,12 @@ uint64_t page_size() noexcept {
   return size;
 }
 
-void* reserve(uint64_t bytes, uint64_t alignment) noexcept {
+void* reserve(uint64_t bytes, uint64_t alignment, bool accounted) noexcept {
   if (alignment < page_size()) alignment = page_size();
   // Over-reserve and trim, so the range starts on the alignment.
   const uint64_t span = bytes + alignment;
-  void* raw = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | (accounted ? 0 : MAP_NORESERVE);
+  void* raw = mmap(nullptr, span, PROT_NONE, flags, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   const auto start = reinterpret_cast<uintptr_t>(raw);
   const uintptr_t aligned = (start + alignment - 1) & ~(alignment - 1);
@@ -56,7 +57,8 @@ CommitResult commit(void* p, uint64_t bytes, const CommitOptions& options) noexc
     if (q == MAP_FAILED) {
       // MAP_FIXED may have failed before or after dropping the old mapping:
       // restore the reservation either way.
-      mmap(p, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+      mmap(p, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | (options.accounted ? 0 : MAP_NORESERVE),
+           -1, 0);
       result.hugetlb_fallback = true;
     } else {
       done = true;

@@ -1,6 +1,7 @@
 // unipool backend: the operating system's memory, for the host pool.
 //
-// Address space is reserved once (PROT_NONE, MAP_NORESERVE: costs nothing),
+// Address space is reserved once (PROT_NONE, MAP_NORESERVE: costs nothing;
+// see reserve() for the accounted variant),
 // committed in chunks (read-write, optionally transparent or hugetlbfs huge
 // pages, optionally bound to a NUMA node and touched by the pool) and
 // decommitted with MADV_DONTNEED. NUMA binding is the raw mbind system call,
@@ -17,6 +18,7 @@ struct CommitOptions {
   HugePages huge_pages = HugePages::off;
   int numa_node = -1;        // -1: no binding
   bool first_touch = false;  // write one byte per page now
+  bool accounted = false;    // the range was reserved with accounted = true
 };
 
 struct CommitResult {
@@ -30,7 +32,18 @@ uint64_t page_size() noexcept;
 
 // Reserves `bytes` of address space aligned to `alignment` (a power of two,
 // at least the page size). nullptr on failure (errno kept).
-void* reserve(uint64_t bytes, uint64_t alignment) noexcept;
+//
+// accounted = true leaves out MAP_NORESERVE. The PROT_NONE reservation is
+// still free, but commit() (mprotect to read-write) is then charged to the
+// kernel's commit accounting, as glibc's mmap of a big malloc is: under the
+// default heuristic (vm.overcommit_memory=0) a range larger than RAM + swap
+// fails with ENOMEM (measured: 30 GiB refused, 20 GiB allowed on a 23 GiB
+// machine without swap; 1 TiB and 64 TiB refused), with overcommit=1 it is
+// allowed and with 2 the strict limit applies, in each mode as for glibc.
+// Without it a request no memory can back "succeeds" and the kernel kills
+// the process when it touches the pages. Arenas, which commit chunk by
+// chunk, keep MAP_NORESERVE.
+void* reserve(uint64_t bytes, uint64_t alignment, bool accounted = false) noexcept;
 // Makes [p, p + bytes) usable. p and bytes are multiples of 2 MiB when
 // hugetlb pages are asked.
 CommitResult commit(void* p, uint64_t bytes, const CommitOptions& options) noexcept;
