@@ -17,19 +17,35 @@ uint64_t round_up(uint64_t v, uint64_t to) noexcept { return (v + to - 1) / to *
 
 }  // namespace
 
+// The reservation, halved while mmap refuses it (the address space is
+// limited or crowded) down to settings.min_reserve, so an arena is made if
+// any usable size fits.
+char* Arena::reserve_range(const ArenaSettings& settings) noexcept {
+  const uint64_t floor = settings.min_reserve != 0 ? settings.min_reserve : settings.reserve;
+  for (uint64_t bytes = settings.reserve;; bytes = bytes / 2 / settings.chunk * settings.chunk) {
+    reserved_ = bytes / kSegmentSize * kSegmentSize;
+    auto* base = static_cast<char*>(backend::os::reserve(reserved_, kSegmentSize));
+    if (base != nullptr) return base;
+    if (bytes / 2 < floor) {
+      reserved_ = 0;
+      return nullptr;
+    }
+  }
+}
+
 bool Arena::init(const ArenaSettings& settings) noexcept {
-  reserved_ = settings.reserve / kSegmentSize * kSegmentSize;
   chunk_ = settings.chunk;
   ahead_target_ = 2 * chunk_;
+  base_ = reserve_range(settings);
+  if (base_ == nullptr) return false;
   const uint64_t slots = reserved_ / kSegmentSize;
   const uint64_t chunks = reserved_ / chunk_;
   meta_bytes_ = round_up(sizeof(RangeAllocator), 64) + slots + chunks;
   meta_ = backend::os::map_metadata(meta_bytes_);
-  if (meta_ == nullptr) return false;
-  base_ = static_cast<char*>(backend::os::reserve(reserved_, kSegmentSize));
-  if (base_ == nullptr) {
-    backend::os::unmap_metadata(meta_, meta_bytes_);
-    meta_ = nullptr;
+  if (meta_ == nullptr) {
+    backend::os::release(base_, reserved_);
+    base_ = nullptr;
+    reserved_ = 0;
     return false;
   }
   auto* bytes = static_cast<char*>(meta_);

@@ -34,6 +34,7 @@ namespace unipool::host {
 
 struct ArenaSettings {
   uint64_t reserve = 0;
+  uint64_t min_reserve = 0;  // init() halves `reserve` down to this when mmap refuses
   uint64_t chunk = 0;
   uint64_t max_pin = 0;
   HostPinned pinned = HostPinned::off;
@@ -153,6 +154,7 @@ class alignas(64) Arena {
     kRegistrationStart = 0x80,  // a pin registration begins at this chunk
   };
 
+  char* reserve_range(const ArenaSettings& settings) noexcept;
   Status grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta, Message* why) noexcept;
   void recommit(uint64_t offset, uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta) noexcept;
   uint8_t state(uint64_t chunk) const noexcept { return chunks_[chunk] & kStateMask; }

@@ -227,6 +227,10 @@ Status HostPoolConfig::check(const char** why) const noexcept {
   else if (huge_threshold <= middle_max || huge_threshold > reserve / 2)
     problem = "huge_threshold must be above middle_max and at most half of reserve";
   else if (huge_cache > 64) problem = "huge_cache must be at most 64";
+  // The first allocation commits a chunk: a smaller limit could serve
+  // nothing, and under the malloc face every program would die at its first
+  // malloc (libstdc++ even terminates without a word), so it is refused.
+  else if (limit != 0 && limit < chunk) problem = "limit must be 0 (none) or at least chunk (the first allocation commits a chunk)";
   else if (numa_node < -1 || numa_node >= 1024) problem = "numa_node must be -1 or a node number below 1024";
   else if (first_touch < -1 || first_touch > 1) problem = "first_touch must be on or off";
   else if (pin_thread && pinned == HostPinned::off)

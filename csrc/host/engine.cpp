@@ -1,6 +1,7 @@
 // unipool host: the engine's life cycle, pointer lookup and dispatch.
 #include "host/engine.hpp"
 
+#include <sys/resource.h>
 #include <time.h>
 
 #include <cstring>
@@ -39,6 +40,39 @@ backend::os::HugePages to_os(HostHugePages h) noexcept {
   return backend::os::HugePages::off;
 }
 
+uint64_t round_up(uint64_t v, uint64_t to) noexcept { return (v + to - 1) / to * to; }
+
+// The smallest arena: 64 MiB (the smallest `reserve`) and room for the
+// largest large block (config check: huge_threshold <= reserve / 2).
+uint64_t min_reserve(const HostPoolConfig& c) noexcept {
+  uint64_t floor = round_up(uint64_t{64} << 20, c.chunk);
+  if (round_up(2 * c.huge_threshold, c.chunk) > floor) floor = round_up(2 * c.huge_threshold, c.chunk);
+  return floor < c.reserve ? floor : c.reserve;
+}
+
+// RLIMIT_AS, or ~0 when there is none.
+uint64_t address_space_limit() noexcept {
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return ~uint64_t{0};
+  return as.rlim_cur;
+}
+
+// Each arena reserves its address space up front. Under an address-space
+// limit (RLIMIT_AS: `prlimit --as=8G`, ulimit -v, batch systems) 64 GiB
+// cannot be reserved at all, and every program preloaded with the malloc
+// face would get NULL from its first malloc where glibc serves it. Arenas
+// then reserve a 32nd of the limit (16 arenas at most: half of it, leaving
+// the rest to the program, huge blocks and thread stacks); never less than
+// 64 MiB and two huge thresholds, so every large block still fits one arena.
+// (A `limit` caps commits, not reservations: it needs no smaller arenas.)
+uint64_t fit_reserve(const HostPoolConfig& c, uint64_t address_space) noexcept {
+  uint64_t r = c.reserve;
+  if (address_space / 32 < r) r = address_space / 32;
+  r = r / c.chunk * c.chunk;
+  const uint64_t floor = min_reserve(c);
+  return r > floor ? r : floor;
+}
+
 }  // namespace
 
 Engine::Engine(const HostPoolConfig& config) : config_(config) {
@@ -65,9 +99,14 @@ Engine::Engine(const HostPoolConfig& config) : config_(config) {
   const bool lean = config_.thread_cache == HostThreadCache::size || config_.thread_cache == HostThreadCache::none;
   retain_ = config_.retain != ~uint64_t{0} ? config_.retain : (lean ? 0 : uint64_t{256} << 20);
   // With a limit every arena allocation is serialized (engine_large.cpp):
-  // shards would only add arenas.
-  shards_ = config_.limit != 0 ? 1 : kLargeShards;
-  arena_settings_.reserve = config_.reserve;
+  // shards would only add arenas. So they would when the arenas of all
+  // shards took over a quarter of the allowed address space (RLIMIT_AS):
+  // there the program's own mappings come first.
+  const uint64_t address_space = address_space_limit();
+  arena_settings_.reserve = fit_reserve(config_, address_space);
+  const bool tight = kLargeShards * arena_settings_.reserve > address_space / 4;
+  shards_ = config_.limit != 0 || tight ? 1 : kLargeShards;
+  arena_settings_.min_reserve = min_reserve(config_);
   arena_settings_.chunk = config_.chunk;
   arena_settings_.max_pin = config_.max_pin;
   arena_settings_.pinned = config_.pinned;

@@ -1,11 +1,28 @@
 #include "malloc/face_alloc.hpp"
 
+#include <atomic>
+
 namespace unipool::malloc_face {
 
 void report_bad_free(const char* call, void* block) noexcept {
   // The pool refused: its last error says which misuse it saw.
   const char* why = existing_pool() != nullptr ? HostPool::last_error() : nullptr;
   fatal(call, block, why != nullptr && *why != '\0' ? why : "not a block unipool gave out");
+}
+
+// A program the pool's limit refuses usually dies next, of its own NULL
+// check, an uncaught std::bad_alloc (libstdc++ may even terminate without a
+// word when it cannot allocate the exception) or a NULL dereference in a
+// library: one line first says it was the limit. Never for other failures
+// (impossible sizes, which glibc refuses silently too), and only once.
+void allocation_failed(HostPool* pool) noexcept {
+  if (pool != nullptr && pool->config().limit != 0 && HostPool::last_status() == Status::out_of_space) {
+    static std::atomic<bool> told{false};
+    if (!told.exchange(true, std::memory_order_relaxed)) {
+      warn("an allocation failed: UNIPOOL_HOST_CONF sets a limit on committed bytes, and: ", HostPool::last_error());
+    }
+  }
+  errno = ENOMEM;  // after write(2), which may set it
 }
 
 void* reallocate(void* block, size_t size) noexcept {

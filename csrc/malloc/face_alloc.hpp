@@ -22,11 +22,15 @@ namespace unipool::malloc_face {
 // The pool's own alignment without asking (HostPool: "aligned to 16").
 inline constexpr size_t kNaturalAlignment = 16;
 
+// errno = ENOMEM, and once per process a line on stderr when the pool's
+// `limit` was the reason (out of line: only failures pay for it).
+void allocation_failed(HostPool* pool) noexcept;
+
 inline void* allocate(size_t size) noexcept {
   if (size == 0) size = 1;
   HostPool* p = pool();
   void* block = p != nullptr ? p->allocate(size) : BootstrapArena::allocate(size, kNaturalAlignment);
-  if (block == nullptr) errno = ENOMEM;
+  if (block == nullptr) allocation_failed(p);
   return block;
 }
 
@@ -36,7 +40,7 @@ inline void* allocate_aligned(size_t alignment, size_t size) noexcept {
   if (size == 0) size = 1;
   HostPool* p = pool();
   void* block = p != nullptr ? p->allocate(size, alignment) : BootstrapArena::allocate(size, alignment);
-  if (block == nullptr) errno = ENOMEM;
+  if (block == nullptr) allocation_failed(p);
   return block;
 }
 
@@ -50,7 +54,7 @@ inline void* allocate_zeroed(size_t size) noexcept {
   } else if ((block = BootstrapArena::allocate(size, kNaturalAlignment)) != nullptr) {
     std::memset(block, 0, size);
   }
-  if (block == nullptr) errno = ENOMEM;
+  if (block == nullptr) allocation_failed(p);
   return block;
 }
 

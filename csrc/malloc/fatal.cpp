@@ -29,7 +29,7 @@ class Line {
     hex[--i] = '0';
     return add(hex + i);
   }
-  [[noreturn]] void write_and_abort() {
+  void write() {
     buf_[len_++] = '\n';
     size_t done = 0;
     while (done < len_) {
@@ -37,6 +37,9 @@ class Line {
       if (n <= 0) break;
       done += static_cast<size_t>(n);
     }
+  }
+  [[noreturn]] void write_and_abort() {
+    write();
     std::abort();
   }
 
@@ -53,6 +56,10 @@ void fatal(const char* call, const void* ptr, const char* reason) noexcept {
 
 void fatal(const char* reason, const char* detail) noexcept {
   Line().add("unipool malloc: ").add(reason).add(detail).write_and_abort();
+}
+
+void warn(const char* reason, const char* detail) noexcept {
+  Line().add("unipool malloc: ").add(reason).add(detail).write();
 }
 
 }  // namespace unipool::malloc_face

@@ -17,4 +17,7 @@ namespace unipool::malloc_face {
 // "unipool malloc: <reason><detail>" on stderr, then abort().
 [[noreturn]] void fatal(const char* reason, const char* detail = nullptr) noexcept;
 
+// "unipool malloc: <reason><detail>" on stderr; the program goes on.
+void warn(const char* reason, const char* detail = nullptr) noexcept;
+
 }  // namespace unipool::malloc_face

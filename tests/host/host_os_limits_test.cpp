@@ -1,10 +1,15 @@
 // unipool host: requests the machine cannot back are refused, as glibc's
 // malloc refuses them under the kernel's default overcommit heuristic.
+#include <sys/resource.h>
 #include <sys/sysinfo.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "host_test_util.hpp"
 #include "unipool/c/host.h"
@@ -43,6 +48,59 @@ TEST(HostPoolOsLimits, CApiRefusesSizesNoMemoryCanBack) {
   ASSERT_NE(pool, nullptr);
   EXPECT_EQ(unipool_host_alloc(pool, more_than_the_machine()), nullptr);
   EXPECT_EQ(unipool_host_alloc(pool, size_t{64} << 40), nullptr);
+}
+
+// Under an address-space limit (prlimit --as) a pool with the default
+// 64 GiB reservation must still serve every path. The limit is set in a
+// child that then runs this binary again with only the disabled test below
+// (this process has mapped too much already: its earlier pools' arenas).
+int serve_under_address_space_limit(uint64_t bytes, const char* config) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const rlimit as{bytes, bytes};
+    if (setrlimit(RLIMIT_AS, &as) != 0 || setenv("UNIPOOL_TEST_RLIMIT_CONF", config, 1) != 0) _exit(10);
+    execl("/proc/self/exe", "host_os_limits_child", "--gtest_filter=HostPoolOsLimits.DISABLED_ServeInThisProcess",
+          "--gtest_also_run_disabled_tests", static_cast<char*>(nullptr));
+    _exit(11);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+TEST(HostPoolOsLimits, DISABLED_ServeInThisProcess) {
+  const char* config = std::getenv("UNIPOOL_TEST_RLIMIT_CONF");
+  HostPool pool(config != nullptr ? config : "");
+  std::vector<void*> blocks;
+  for (size_t size : {size_t{24}, size_t{5000}, size_t{300000}, size_t{3} << 20, size_t{40} << 20}) {
+    for (int i = 0; i < 8; ++i) {
+      void* p = pool.allocate(size);
+      ASSERT_NE(p, nullptr) << size << ": " << HostPool::last_error();
+      fill(p, size, 1);
+      blocks.push_back(p);
+    }
+  }
+  for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::ok);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostPoolOsLimits, ServesUnderAnAddressSpaceLimit) {
+  for (uint64_t gib : {8, 1}) {
+    EXPECT_EQ(serve_under_address_space_limit(gib << 30, ""), 0) << gib << " GiB";
+    EXPECT_EQ(serve_under_address_space_limit(gib << 30, "thread_cache=none"), 0) << gib << " GiB";
+  }
+  EXPECT_EQ(serve_under_address_space_limit(uint64_t{512} << 20, ""), 0) << "512 MiB";
+}
+
+// A limit below one chunk could serve nothing (the first allocation commits
+// a chunk): refused, naming it, rather than a pool that fails every call.
+TEST(HostPoolOsLimits, LimitBelowAChunkIsRefused) {
+  HostPoolConfig config;
+  char error[256] = {};
+  EXPECT_EQ(parse_host_config("limit=1", &config, error, sizeof error), Status::bad_argument);
+  EXPECT_NE(std::string(error).find("limit"), std::string::npos) << error;
+  EXPECT_THROW(HostPool("limit=1MiB"), std::invalid_argument);
+  HostPool pool("limit=4MiB");  // one chunk: allowed
 }
 
 }  // namespace

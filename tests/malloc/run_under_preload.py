@@ -8,14 +8,20 @@
   run_under_preload.py abort --lib L --expect TEXT -- CMD...
       Runs CMD with the face preloaded; it must die of SIGABRT and print TEXT
       (and the face's "unipool malloc: " prefix) on stderr.
+  run_under_preload.py warn --lib L --expect TEXT -- CMD...
+      Runs CMD with the face preloaded; it must exit 0 and print TEXT (and
+      the face's prefix) on stderr: a refusal the face reports and survives.
   run_under_preload.py maps --lib L
       The face really is mapped into a preloaded process.
   --env KEY=VALUE (any mode, repeatable) sets a variable for the program,
   e.g. UNIPOOL_HOST_CONF=thread_cache=none.
+  --rlimit-as BYTES (any mode) runs the program (both runs) under that
+  address-space limit (RLIMIT_AS, as prlimit --as; K/M/G suffixes).
 """
 import argparse
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -25,6 +31,16 @@ PRELOAD_FAILED = "cannot be preloaded"
 
 
 EXTRA_ENV = {}
+RLIMIT_AS = None  # bytes, for the program only (not this script)
+
+
+def limit_address_space():
+    resource.setrlimit(resource.RLIMIT_AS, (RLIMIT_AS, RLIMIT_AS))
+
+
+def parse_bytes(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
 
 
 def run(cmd, lib=None, timeout=240):
@@ -34,7 +50,8 @@ def run(cmd, lib=None, timeout=240):
     if lib:
         env["LD_PRELOAD"] = lib
     env.setdefault("LC_ALL", "C")
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    preexec = limit_address_space if RLIMIT_AS is not None else None
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, preexec_fn=preexec)
 
 
 def fail(msg, proc=None):
@@ -91,6 +108,17 @@ def abort(args):
     return 0
 
 
+def warn(args):
+    face = run(args.cmd, args.lib)
+    if face.returncode != 0:
+        return fail("expected exit 0", face)
+    for text in ("unipool malloc: ", args.expect):
+        if text not in face.stderr:
+            return fail(f"stderr lacks {text!r}", face)
+    print(f"warned as expected: {face.stderr.strip()}")
+    return 0
+
+
 def maps(args):
     face = run(["cat", "/proc/self/maps"], args.lib)
     name = os.path.basename(args.lib)
@@ -102,12 +130,14 @@ def maps(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["compare", "abort", "maps"])
+    p.add_argument("mode", choices=["compare", "abort", "warn", "maps"])
     p.add_argument("--lib", required=True)
     p.add_argument("--expect", default="")
     p.add_argument("--input-lines", type=int, default=0)
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                    help="set in the program's environment (both runs)")
+    p.add_argument("--rlimit-as", default=None, metavar="BYTES",
+                   help="the program's address-space limit (RLIMIT_AS), e.g. 8G")
     argv = sys.argv[1:]
     cmd = []
     if "--" in argv:  # everything after "--" is the program and its arguments
@@ -116,7 +146,9 @@ def main():
     args = p.parse_args(argv)
     args.cmd = cmd
     EXTRA_ENV.update(kv.split("=", 1) for kv in args.env)
-    return {"compare": compare, "abort": abort, "maps": maps}[args.mode](args)
+    global RLIMIT_AS
+    RLIMIT_AS = parse_bytes(args.rlimit_as) if args.rlimit_as else None
+    return {"compare": compare, "abort": abort, "warn": warn, "maps": maps}[args.mode](args)
 
 
 if __name__ == "__main__":
