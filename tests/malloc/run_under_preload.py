@@ -97,26 +97,25 @@ def compare(args):
     return 0
 
 
-def abort(args):
+def says_why(args, returncode: int, expected: str, outcome: str):
+    """The face ends with `returncode` and its stderr names itself and the
+    expected text."""
     face = run(args.cmd, args.lib)
-    if face.returncode != -signal.SIGABRT:
-        return fail("expected SIGABRT", face)
+    if face.returncode != returncode:
+        return fail(f"expected {expected}", face)
     for text in ("unipool malloc: ", args.expect):
         if text not in face.stderr:
             return fail(f"stderr lacks {text!r}", face)
-    print(f"aborted as expected: {face.stderr.strip()}")
+    print(f"{outcome} as expected: {face.stderr.strip()}")
     return 0
+
+
+def abort(args):
+    return says_why(args, -signal.SIGABRT, "SIGABRT", "aborted")
 
 
 def warn(args):
-    face = run(args.cmd, args.lib)
-    if face.returncode != 0:
-        return fail("expected exit 0", face)
-    for text in ("unipool malloc: ", args.expect):
-        if text not in face.stderr:
-            return fail(f"stderr lacks {text!r}", face)
-    print(f"warned as expected: {face.stderr.strip()}")
-    return 0
+    return says_why(args, 0, "exit 0", "warned")
 
 
 def maps(args):
