@@ -47,7 +47,11 @@ char* Engine::map_huge(size_t size, uint64_t bytes, uint64_t align, bool interna
   // instead of killing the process when its pages are touched.
   char* base = static_cast<char*>(backend::os::reserve(bytes, align, true));
   if (base == nullptr) {
-    fail(Status::out_of_space, Message{}.add("unipool host pool: cannot map ").add_dec(bytes).add(" bytes"));
+    // The address space itself has no room (an address-space limit, or a
+    // sanitizer's memory layout): say so, the size alone explains nothing.
+    fail(Status::out_of_space, Message{}.add("unipool host pool: cannot allocate ").add_dec(size)
+                                   .add(" bytes: no room in the process's address space for a mapping of ")
+                                   .add_dec(bytes).add(" bytes"));
     return nullptr;
   }
   backend::os::CommitOptions options = arena_settings_.commit;
