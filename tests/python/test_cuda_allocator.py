@@ -193,18 +193,18 @@ def test_a_refused_install_leaves_the_host_pool_alone():
     run_py("""
 import torch, unipool, unipool.torch as ut
 try:
-    ut.install("", "limit=1")
+    ut.install("", "limit=4MiB")
 except RuntimeError as e:
     assert "device" in str(e), e
 else:
     raise AssertionError("install() succeeded without a device")
-x = unipool.empty(100, dtype=torch.float32)       # limit=1 would refuse this
-assert unipool.host_stats()["committed_bytes"] > 0
+x = unipool.empty(4 << 20, dtype=torch.float32)   # 16 MiB: limit=4MiB would refuse this
+assert unipool.host_stats()["committed_bytes"] > 4 << 20
 """, env={"UNIPOOL_NULLGPU": "devices=0"})
     run_py("""
 import unipool, unipool.torch as ut
 try:
-    ut.install("", "limit=1")
+    ut.install("", "limit=4MiB")
 except RuntimeError:
     pass
 unipool._C.configure_host("pinned=off,limit=1GiB")  # the pool is not in use yet
