@@ -5,6 +5,7 @@
 #include <new>
 
 #include "backend/host_pinner.hpp"
+#include "host/layout.hpp"
 #include "host/leak_roots.hpp"
 #include "host/thread_state.hpp"
 
@@ -13,7 +14,6 @@ namespace {
 
 constexpr uint64_t kBlockAlignment = 64;
 
-uint64_t round_up(uint64_t v, uint64_t to) noexcept { return (v + to - 1) / to * to; }
 
 }  // namespace
 

@@ -40,7 +40,6 @@ backend::os::HugePages to_os(HostHugePages h) noexcept {
   return backend::os::HugePages::off;
 }
 
-uint64_t round_up(uint64_t v, uint64_t to) noexcept { return (v + to - 1) / to * to; }
 
 // The smallest arena: 64 MiB (the smallest `reserve`) and room for the
 // largest large block (config check: huge_threshold <= reserve / 2).

@@ -12,8 +12,6 @@ namespace {
 
 constexpr uint64_t kHugeTlbPage = uint64_t{2} << 20;
 
-uint64_t round_up(uint64_t v, uint64_t to) noexcept { return (v + to - 1) / to * to; }
-
 }  // namespace
 
 void Engine::unmap_huge(char* base, uint64_t bytes, bool pinned) noexcept {
