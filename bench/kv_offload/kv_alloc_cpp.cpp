@@ -62,11 +62,11 @@ Costs measure(KVBlockPool& pool, const std::vector<std::vector<int64_t>>& orders
   long i = 0;
   c.two_calls = best_ns_per_iteration(iterations, [&] {
     const int64_t* ids = orders[static_cast<size_t>(i++) & mask].data();
-    return pool.free(ids, n) == Status::ok && pool.alloc(n, out.data()) == Status::ok;
+    return pool.deallocate(ids, n) == Status::ok && pool.allocate(n, out.data()) == Status::ok;
   });
   c.one_call = best_ns_per_iteration(iterations, [&] {
     const int64_t* ids = orders[static_cast<size_t>(i++) & mask].data();
-    return pool.free_and_alloc(ids, n, n, out.data()) == Status::ok;
+    return pool.deallocate_and_allocate(ids, n, n, out.data()) == Status::ok;
   });
   return c;
 }
@@ -99,19 +99,19 @@ int main(int argc, char** argv) {
 
   KVBlockPool hot_pool(o);
   std::vector<int64_t> hot(batch), out(batch);
-  if (hot_pool.alloc(batch, hot.data()) != Status::ok) return 1;
+  if (hot_pool.allocate(batch, hot.data()) != Status::ok) return 1;
   const Costs hot_costs = measure(hot_pool, {hot}, out, iterations);
-  if (!same_ids(out, hot) || hot_pool.free(out.data(), batch) != Status::ok || !hot_pool.validate()) return 1;
+  if (!same_ids(out, hot) || hot_pool.deallocate(out.data(), batch) != Status::ok || !hot_pool.validate()) return 1;
 
   KVBlockPool churned(o);
   std::mt19937_64 rng(1);
   std::vector<int64_t> all(num_blocks);
-  if (churned.alloc(num_blocks, all.data()) != Status::ok) return 1;
+  if (churned.allocate(num_blocks, all.data()) != Status::ok) return 1;
   std::shuffle(all.begin(), all.end(), rng);
   const size_t freed = num_blocks * 2 / 5;
-  if (churned.free(all.data(), freed) != Status::ok) return 1;  // 60% stay live, at random
+  if (churned.deallocate(all.data(), freed) != Status::ok) return 1;  // 60% stay live, at random
   std::vector<int64_t> ascending(batch);
-  if (churned.alloc(batch, ascending.data()) != Status::ok) return 1;  // the lowest free: ascending, gappy
+  if (churned.allocate(batch, ascending.data()) != Status::ok) return 1;  // the lowest free: ascending, gappy
   std::vector<std::vector<int64_t>> shuffled(256, ascending);
   for (std::vector<int64_t>& order : shuffled) std::shuffle(order.begin(), order.end(), rng);
   const Costs scattered_costs = measure(churned, shuffled, out, iterations);

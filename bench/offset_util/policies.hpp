@@ -67,7 +67,7 @@ class UnipoolPolicy {
     out = Handle{a.offset, a.handle};
     return static_cast<bool>(a);
   }
-  void free(const Handle& h) { alloc_.free(h.offset, h.id); }
+  void free(const Handle& h) { alloc_.deallocate(h.offset, h.id); }
   // The allocator's invariants, and its requested-bytes count against the
   // driver's (`requested`).
   bool check(uint64_t requested, std::string* why) const {

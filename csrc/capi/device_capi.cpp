@@ -106,14 +106,14 @@ int unipool_device_count(unipool_device_pools_t* pools) {
   return n;
 }
 
-void* unipool_device_alloc(unipool_device_pools_t* pools, size_t size, int device, void* stream,
-                           unipool_status_t* status) {
-  void* p = nullptr;
-  const unipool_status_t s = guarded([&] {
-    p = resolve(pools)->allocate(size, device, reinterpret_cast<unipool::StreamHandle>(stream));
-  });
-  if (status != nullptr) *status = s;
-  return p;
+unipool_status_t unipool_device_alloc(unipool_device_pools_t* pools, size_t size, int device, void* stream,
+                                      void** out) {
+  if (out == nullptr) {
+    unipool::capi::set_last_error("unipool_device_alloc: out is NULL");
+    return UNIPOOL_BAD_ARGUMENT;
+  }
+  *out = nullptr;
+  return guarded([&] { *out = resolve(pools)->allocate(size, device, reinterpret_cast<unipool::StreamHandle>(stream)); });
 }
 
 unipool_status_t unipool_device_free(unipool_device_pools_t* pools, void* ptr) {

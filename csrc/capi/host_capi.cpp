@@ -1,4 +1,6 @@
 // unipool C ABI: the host pool.
+#include <cstddef>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -22,6 +24,17 @@ unipool_status_t report(Status s) {
 unipool_status_t null_pool() {
   unipool::capi::set_last_error("unipool_host: pool is NULL");
   return UNIPOOL_BAD_ARGUMENT;
+}
+
+unipool_status_t null_out(const char* call) {
+  unipool::capi::set_last_error(std::string(call) + ": out is NULL");
+  return UNIPOOL_BAD_ARGUMENT;
+}
+
+// The block goes to *out (nullptr on failure), the reason to the status.
+unipool_status_t hand_out(unipool::HostAllocation a, void** out) {
+  *out = a.ptr;
+  return report(a.status);
 }
 
 // A C fence as a FenceSource: one per deferral, gone once released.
@@ -80,30 +93,27 @@ unipool_status_t unipool_host_config_check(const char* config) {
   return static_cast<unipool_status_t>(s);
 }
 
-void* unipool_host_alloc(unipool_host_pool_t* pool, size_t size) {
-  if (pool == nullptr) return null_pool(), nullptr;
-  void* p = pool_of(pool)->allocate(size);
-  if (p == nullptr) report(HostPool::last_status());
-  return p;
+unipool_status_t unipool_host_alloc(unipool_host_pool_t* pool, size_t size, void** out) {
+  if (out == nullptr) return null_out("unipool_host_alloc");
+  if (pool == nullptr) return *out = nullptr, null_pool();
+  return hand_out(pool_of(pool)->allocate(size), out);
 }
 
-void* unipool_host_alloc_aligned(unipool_host_pool_t* pool, size_t size, size_t alignment) {
-  if (pool == nullptr) return null_pool(), nullptr;
-  void* p = pool_of(pool)->allocate(size, alignment);
-  if (p == nullptr) report(HostPool::last_status());
-  return p;
+unipool_status_t unipool_host_alloc_aligned(unipool_host_pool_t* pool, size_t size, size_t alignment, void** out) {
+  if (out == nullptr) return null_out("unipool_host_alloc_aligned");
+  if (pool == nullptr) return *out = nullptr, null_pool();
+  return hand_out(pool_of(pool)->allocate(size, alignment), out);
 }
 
-void* unipool_host_alloc_zeroed(unipool_host_pool_t* pool, size_t size) {
-  if (pool == nullptr) return null_pool(), nullptr;
-  void* p = pool_of(pool)->allocate_zeroed(size);
-  if (p == nullptr) report(HostPool::last_status());
-  return p;
+unipool_status_t unipool_host_alloc_zeroed(unipool_host_pool_t* pool, size_t size, void** out) {
+  if (out == nullptr) return null_out("unipool_host_alloc_zeroed");
+  if (pool == nullptr) return *out = nullptr, null_pool();
+  return hand_out(pool_of(pool)->allocate_zeroed(size), out);
 }
 
 unipool_status_t unipool_host_free(unipool_host_pool_t* pool, void* ptr) {
   if (pool == nullptr) return null_pool();
-  return report(pool_of(pool)->free(ptr));
+  return report(pool_of(pool)->deallocate(ptr));
 }
 
 unipool_status_t unipool_host_free_after(unipool_host_pool_t* pool, void* ptr, const unipool_host_fence_t* source,
@@ -118,7 +128,7 @@ unipool_status_t unipool_host_free_after(unipool_host_pool_t* pool, void* ptr, c
     unipool::capi::set_last_error("unipool_host_free_after: out of memory");
     return UNIPOOL_OUT_OF_SPACE;
   }
-  const Status s = pool_of(pool)->free_after(ptr, *adapter, fence);
+  const Status s = pool_of(pool)->deallocate_after(ptr, *adapter, fence);
   if (s != Status::ok) delete adapter;  // the pool did not take the fence
   return report(s);
 }
@@ -135,8 +145,19 @@ int unipool_host_is_pinned(unipool_host_pool_t* pool, const void* ptr) {
   return pool && pool_of(pool)->is_pinned(ptr) ? 1 : 0;
 }
 
-const char* unipool_host_pinning_state(unipool_host_pool_t* pool) {
-  return pool ? unipool::to_string(pool_of(pool)->pinning_state()) : "";
+// The C enum mirrors the C++ one value for value: the cast above relies on it.
+static_assert(UNIPOOL_PINNING_PAGEABLE == static_cast<int>(unipool::PinningState::pageable));
+static_assert(UNIPOOL_PINNING_PAGEABLE_NO_GPU == static_cast<int>(unipool::PinningState::pageable_no_gpu));
+static_assert(UNIPOOL_PINNING_PINNED == static_cast<int>(unipool::PinningState::pinned));
+static_assert(UNIPOOL_PINNING_PARTIALLY_PINNED == static_cast<int>(unipool::PinningState::partially_pinned));
+
+const char* unipool_pinning_state_string(unipool_pinning_state_t state) {
+  return unipool::to_string(static_cast<unipool::PinningState>(state));
+}
+
+unipool_pinning_state_t unipool_host_pinning_state(unipool_host_pool_t* pool) {
+  const auto s = pool ? pool_of(pool)->pinning_state() : unipool::PinningState::pageable;
+  return static_cast<unipool_pinning_state_t>(s);
 }
 
 void unipool_host_wait_for_pinning(unipool_host_pool_t* pool) {
@@ -151,22 +172,64 @@ void unipool_host_trim(unipool_host_pool_t* pool) {
   if (pool) pool_of(pool)->trim();
 }
 
-unipool_status_t unipool_host_get_stats(unipool_host_pool_t* pool, unipool_host_stats_t* out) {
-  if (pool == nullptr || out == nullptr) return null_pool();
+// The layout is part of the ABI: fields are only appended, never moved.
+static_assert(offsetof(unipool_host_stats_t, size) == 0);
+static_assert(offsetof(unipool_host_stats_t, requested_bytes) == 8);
+static_assert(offsetof(unipool_host_stats_t, peak_requested_bytes) == 16);
+static_assert(offsetof(unipool_host_stats_t, allocated_bytes) == 24);
+static_assert(offsetof(unipool_host_stats_t, peak_allocated_bytes) == 32);
+static_assert(offsetof(unipool_host_stats_t, committed_bytes) == 40);
+static_assert(offsetof(unipool_host_stats_t, peak_committed_bytes) == 48);
+static_assert(offsetof(unipool_host_stats_t, pinned_bytes) == 56);
+static_assert(offsetof(unipool_host_stats_t, peak_pinned_bytes) == 64);
+static_assert(offsetof(unipool_host_stats_t, cached_bytes) == 72);
+static_assert(offsetof(unipool_host_stats_t, peak_cached_bytes) == 80);
+static_assert(offsetof(unipool_host_stats_t, deferred_bytes) == 88);
+static_assert(offsetof(unipool_host_stats_t, peak_deferred_bytes) == 96);
+static_assert(offsetof(unipool_host_stats_t, deferred_blocks) == 104);
+static_assert(offsetof(unipool_host_stats_t, arena_free_bytes) == 112);
+static_assert(offsetof(unipool_host_stats_t, overhead_bytes) == 120);
+static_assert(offsetof(unipool_host_stats_t, reserved_bytes) == 128);
+static_assert(offsetof(unipool_host_stats_t, small_blocks) == 136);
+static_assert(offsetof(unipool_host_stats_t, middle_blocks) == 144);
+static_assert(offsetof(unipool_host_stats_t, large_blocks) == 152);
+static_assert(offsetof(unipool_host_stats_t, huge_blocks) == 160);
+static_assert(offsetof(unipool_host_stats_t, huge_cache_hits) == 168);
+static_assert(offsetof(unipool_host_stats_t, huge_cache_misses) == 176);
+static_assert(offsetof(unipool_host_stats_t, pin_registrations) == 184);
+static_assert(offsetof(unipool_host_stats_t, pin_failures) == 192);
+static_assert(offsetof(unipool_host_stats_t, pageable_bytes) == 200);
+static_assert(offsetof(unipool_host_stats_t, hugetlb_fallbacks) == 208);
+static_assert(offsetof(unipool_host_stats_t, misuse_errors) == 216);
+static_assert(offsetof(unipool_host_stats_t, pin_thread_registrations) == 224);
+static_assert(offsetof(unipool_host_stats_t, pin_thread_waits) == 232);
+static_assert(sizeof(unipool_host_stats_t) == 240);
+
+// The caller's struct may be older (smaller) than ours: fill what it has
+// room for, as its `size` says, and never write past it.
+unipool_status_t unipool_host_stats(unipool_host_pool_t* pool, unipool_host_stats_t* out) {
+  if (out == nullptr) return null_out("unipool_host_stats");
+  if (pool == nullptr) return null_pool();
+  if (out->size < offsetof(unipool_host_stats_t, requested_bytes) + sizeof(uint64_t)) {
+    unipool::capi::set_last_error("unipool_host_stats: out->size must be sizeof(unipool_host_stats_t)");
+    return UNIPOOL_BAD_ARGUMENT;
+  }
   const unipool::HostPoolStats s = pool_of(pool)->stats();
-  *out = unipool_host_stats_t{s.requested_bytes, s.peak_requested_bytes, s.allocated_bytes, s.peak_allocated_bytes,
-                              s.committed_bytes, s.peak_committed_bytes, s.pinned_bytes, s.peak_pinned_bytes,
-                              s.cached_bytes, s.peak_cached_bytes, s.deferred_bytes, s.peak_deferred_bytes,
-                              s.deferred_blocks, s.arena_free_bytes, s.overhead_bytes, s.reserved_bytes,
-                              s.small_blocks, s.middle_blocks, s.large_blocks, s.huge_blocks,
-                              s.huge_cache_hits, s.huge_cache_misses, s.pin_registrations, s.pin_failures,
-                              s.pageable_bytes, s.hugetlb_fallbacks, s.misuse_errors,
-                              s.pin_thread_registrations, s.pin_thread_waits};
+  const unipool_host_stats_t full{
+      sizeof(unipool_host_stats_t), s.requested_bytes, s.peak_requested_bytes, s.allocated_bytes,
+      s.peak_allocated_bytes, s.committed_bytes, s.peak_committed_bytes, s.pinned_bytes, s.peak_pinned_bytes,
+      s.cached_bytes, s.peak_cached_bytes, s.deferred_bytes, s.peak_deferred_bytes, s.deferred_blocks,
+      s.arena_free_bytes, s.overhead_bytes, s.reserved_bytes, s.small_blocks, s.middle_blocks, s.large_blocks,
+      s.huge_blocks, s.huge_cache_hits, s.huge_cache_misses, s.pin_registrations, s.pin_failures,
+      s.pageable_bytes, s.hugetlb_fallbacks, s.misuse_errors, s.pin_thread_registrations, s.pin_thread_waits};
+  const size_t size = out->size < sizeof(full) ? out->size : sizeof(full);
+  std::memcpy(out, &full, size);
+  out->size = size;
   return UNIPOOL_OK;
 }
 
-void unipool_host_reset_peaks(unipool_host_pool_t* pool) {
-  if (pool) pool_of(pool)->reset_peaks();
+void unipool_host_reset_peak_stats(unipool_host_pool_t* pool) {
+  if (pool) pool_of(pool)->reset_peak_stats();
 }
 
 unipool_status_t unipool_host_validate(unipool_host_pool_t* pool) {

@@ -12,7 +12,9 @@ extern "C" {
 
 void* unipool_alloc(size_t size, int device, void* stream) {
   if (size == 0) return nullptr;  // torch never asks for 0; others get NULL, like malloc(0) may
-  return unipool_device_alloc(nullptr, size, device, stream, nullptr);
+  void* p = nullptr;
+  (void)unipool_device_alloc(nullptr, size, device, stream, &p);  // NULL and the last error on failure
+  return p;
 }
 
 void unipool_free(void* ptr, size_t /*size*/, int device, void* /*stream*/) {

@@ -380,7 +380,7 @@ UNIPOOL_ALWAYS_INLINE uint32_t RangeAllocator::node_for(uint64_t offset, uint64_
   return index;
 }
 
-Status RangeAllocator::free(uint64_t offset, uint64_t handle) {
+Status RangeAllocator::deallocate(uint64_t offset, uint64_t handle) {
   const uint32_t index = node_for(offset, handle);
   if (index == kNone) return Status::not_live;
   const Node& n = nodes_[index];

@@ -249,7 +249,7 @@ void* DevicePool::Impl::carve_in(Arena& a, const Request& r) {
   const RangeAllocation range = a.ranges.allocate(extent);
   if (!range) return nullptr;
   if (a.expandable && !a.range_mapped(range.offset, extent)) {
-    a.ranges.free(range);  // would need growth: not from the cache
+    a.ranges.deallocate(range);  // would need growth: not from the cache
     return nullptr;
   }
   device::stat_change(stats.inactive_split, a.kind, a.split_count() - split_count);

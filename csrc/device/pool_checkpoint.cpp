@@ -251,7 +251,7 @@ void* DevicePool::Impl::carve_at(Arena& a, const DeviceCheckpointBlock& b) {
   const RangeAllocation range = a.ranges.allocate_at(offset, b.size);
   if (!range || a.ranges.allocation_size(range.offset, range.handle) != b.size) {
     // The plan made sure the range is free; reaching this is a bug in it.
-    if (range) a.ranges.free(range);
+    if (range) a.ranges.deallocate(range);
     throw DevicePoolError(Status::bad_argument, "unipool: internal error: restore could not take " +
                                                     std::to_string(b.size) + " bytes at " + hex(b.address) + " (" +
                                                     to_string(range.status) + ")");

@@ -106,7 +106,7 @@ void DevicePool::Impl::finish_free(uint32_t id) {
   device::Block& b = blocks[id];
   Arena& a = *arenas[b.arena];
   const int64_t split_count = a.split_count(), split_bytes = a.split_bytes();
-  a.ranges.free(b.offset, b.handle);
+  a.ranges.deallocate(b.offset, b.handle);
   a.last_free_seq = ++free_seq;
   device::stat_change(stats.inactive_split, a.kind, a.split_count() - split_count);
   device::stat_change(stats.inactive_split_bytes, a.kind, a.split_bytes() - split_bytes);

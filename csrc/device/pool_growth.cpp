@@ -160,7 +160,7 @@ void* DevicePool::Impl::grow_expandable(const Request& r, GrowthFailure* why) {
   };
   auto give_up = [&] {
     settle();
-    a->ranges.free(range);
+    a->ranges.deallocate(range);
     return nullptr;
   };
   std::vector<std::pair<uint64_t, uint64_t>> runs;

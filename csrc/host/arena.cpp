@@ -155,7 +155,7 @@ Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, con
 
 Status Arena::free(uint64_t offset, uint64_t handle) noexcept {
   InternalScope internal;
-  return ranges_->free(offset, handle);
+  return ranges_->deallocate(offset, handle);
 }
 
 Status Arena::grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta, Message* why) noexcept {

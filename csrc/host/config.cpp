@@ -278,6 +278,16 @@ std::string HostPoolConfig::to_string() const {
   return s;
 }
 
+const char* to_string(PinningState s) noexcept {
+  switch (s) {
+    case PinningState::pageable: return "pageable (pinned=off)";
+    case PinningState::pageable_no_gpu: return "pageable (no CUDA device to pin with)";
+    case PinningState::pinned: return "pinned";
+    case PinningState::partially_pinned: return "partially pinned (some registrations failed)";
+  }
+  return "?";
+}
+
 const char* to_string(HostPinned v) noexcept {
   switch (v) {
     case HostPinned::off: return "off";

@@ -357,14 +357,14 @@ void Engine::trim() noexcept {
   apply(delta);
 }
 
-HostPinningState Engine::pinning_state() const noexcept {
-  if (config_.pinned == HostPinned::off) return HostPinningState::pageable;
+PinningState Engine::pinning_state() const noexcept {
+  if (config_.pinned == HostPinned::off) return PinningState::pageable;
   // Looked up now if no allocation did yet: "pinned" before the first
   // allocation of a pool that cannot pin would be a promise it cannot keep.
   const_cast<Engine*>(this)->ensure_pinner();
-  if (!pin_available_) return HostPinningState::pageable_no_gpu;
-  if (pin_failures_.load(std::memory_order_relaxed) != 0) return HostPinningState::partially_pinned;
-  return HostPinningState::pinned;
+  if (!pin_available_) return PinningState::pageable_no_gpu;
+  if (pin_failures_.load(std::memory_order_relaxed) != 0) return PinningState::partially_pinned;
+  return PinningState::pinned;
 }
 
 // ---- fork ---------------------------------------------------------------------------

@@ -130,8 +130,8 @@ class Engine {
   void flush_thread_cache() noexcept;
   void trim() noexcept;
   HostPoolStats stats() const noexcept;
-  void reset_peaks() noexcept;
-  HostPinningState pinning_state() const noexcept;
+  void reset_peak_stats() noexcept;
+  PinningState pinning_state() const noexcept;
   const HostPoolConfig& config() const noexcept { return config_; }
   bool validate(std::string* why) const;
   // Returns when the pinning thread has nothing asked of it and nothing in

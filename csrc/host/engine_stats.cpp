@@ -133,7 +133,7 @@ HostPoolStats Engine::stats() const noexcept {
   return st;
 }
 
-void Engine::reset_peaks() noexcept {
+void Engine::reset_peak_stats() noexcept {
   const HostPoolStats now = stats();
   auto reset = [](Gauge& g, uint64_t v) { g.peak.store(static_cast<int64_t>(v), std::memory_order_relaxed); };
   reset(requested_, now.requested_bytes + deferred_requested_.get());

@@ -14,16 +14,6 @@
 
 namespace unipool {
 
-const char* to_string(HostPinningState s) noexcept {
-  switch (s) {
-    case HostPinningState::pageable: return "pageable (pinned=off)";
-    case HostPinningState::pageable_no_gpu: return "pageable (no CUDA device to pin with)";
-    case HostPinningState::pinned: return "pinned";
-    case HostPinningState::partially_pinned: return "partially pinned (some registrations failed)";
-  }
-  return "?";
-}
-
 // The engine lives in its own mapping, not on the heap: a malloc replacement
 // builds its default pool before any heap exists.
 HostPool::HostPool(const HostPoolConfig& config) {
@@ -45,11 +35,21 @@ HostPool::~HostPool() {
   backend::os::unmap_metadata(engine_, sizeof(host::Engine));
 }
 
-void* HostPool::allocate(size_t size) noexcept { return engine_->allocate(size); }
-void* HostPool::allocate(size_t size, size_t alignment) noexcept { return engine_->allocate_aligned(size, alignment); }
-void* HostPool::allocate_zeroed(size_t size) noexcept { return engine_->allocate_zeroed(size); }
-Status HostPool::free(void* p) noexcept { return engine_->free(p); }
-Status HostPool::free_after(void* p, FenceSource& source, FenceId fence) noexcept {
+namespace {
+// The engine reports a failure through the thread's last status (the malloc
+// path has no room for more); it is read only when the block is nullptr.
+inline HostAllocation result(void* p) noexcept {
+  return p != nullptr ? HostAllocation{p, Status::ok} : HostAllocation{nullptr, host::thread_last_status()};
+}
+}  // namespace
+
+HostAllocation HostPool::allocate(size_t size) noexcept { return result(engine_->allocate(size)); }
+HostAllocation HostPool::allocate(size_t size, size_t alignment) noexcept {
+  return result(engine_->allocate_aligned(size, alignment));
+}
+HostAllocation HostPool::allocate_zeroed(size_t size) noexcept { return result(engine_->allocate_zeroed(size)); }
+Status HostPool::deallocate(void* p) noexcept { return engine_->free(p); }
+Status HostPool::deallocate_after(void* p, FenceSource& source, FenceId fence) noexcept {
   return engine_->free_after(p, source, fence);
 }
 size_t HostPool::collect_deferred() noexcept { return engine_->collect_deferred(); }
@@ -59,12 +59,11 @@ bool HostPool::is_pinned(const void* p) const noexcept { return engine_->is_pinn
 void HostPool::flush_thread_cache() noexcept { engine_->flush_thread_cache(); }
 void HostPool::trim() noexcept { engine_->trim(); }
 HostPoolStats HostPool::stats() const noexcept { return engine_->stats(); }
-void HostPool::reset_peaks() noexcept { engine_->reset_peaks(); }
-HostPinningState HostPool::pinning_state() const noexcept { return engine_->pinning_state(); }
+void HostPool::reset_peak_stats() noexcept { engine_->reset_peak_stats(); }
+PinningState HostPool::pinning_state() const noexcept { return engine_->pinning_state(); }
 const HostPoolConfig& HostPool::config() const noexcept { return engine_->config(); }
 void HostPool::wait_for_pinning() const noexcept { engine_->wait_for_pinning(); }
 bool HostPool::validate(std::string* why) const { return engine_->validate(why); }
-Status HostPool::last_status() noexcept { return host::thread_last_status(); }
 const char* HostPool::last_error() noexcept { return host::thread_last_error(); }
 
 // ---- the default pool ----------------------------------------------------------

@@ -65,7 +65,7 @@ void KVBlockPool::map_arena(const KVBlockPoolOptions& options) {
 
 void KVBlockPool::pin_arena(const KVBlockPoolOptions& options) {
   if (options.pinned == HostPinned::off) {
-    pinning_state_ = "pageable (pinned=off)";
+    pinning_state_ = PinningState::pageable;
     return;
   }
   state_->pinner = backend::make_default_host_pinner();
@@ -74,7 +74,7 @@ void KVBlockPool::pin_arena(const KVBlockPoolOptions& options) {
       throw std::runtime_error("KVBlockPool: pinned=on but no CUDA device can pin host memory (pinner: " +
                                std::string(state_->pinner->name()) + ")");
     }
-    pinning_state_ = "pageable (no CUDA device to pin with)";
+    pinning_state_ = PinningState::pageable_no_gpu;
     return;
   }
   for (uint64_t offset = 0; offset < mapped_bytes_; offset += options.max_pin) {
@@ -85,13 +85,13 @@ void KVBlockPool::pin_arena(const KVBlockPoolOptions& options) {
       if (options.pinned == HostPinned::on) {
         throw std::runtime_error(std::string("KVBlockPool: pinning the arena failed: ") + s.message);
       }
-      pinning_state_ = "partially pinned (a registration failed)";
+      pinning_state_ = PinningState::partially_pinned;
       return;
     }
     state_->pinned_pieces.push_back(piece);
     pinned_bytes_ += bytes;
   }
-  pinning_state_ = "pinned";
+  pinning_state_ = PinningState::pinned;
 }
 
 KVBlockPool::KVBlockPool(const KVBlockPoolOptions& options) : state_(std::make_unique<State>()) {

@@ -121,7 +121,7 @@ Status KVBlockPool::free_ids(const Id* ids, size_t n, FenceSource* source, Fence
 }
 
 template <class FreeId, class OutId>
-Status KVBlockPool::free_and_alloc(const FreeId* ids_to_free, size_t n_free, size_t n, OutId* out) noexcept {
+Status KVBlockPool::deallocate_and_allocate(const FreeId* ids_to_free, size_t n_free, size_t n, OutId* out) noexcept {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
   if (!kv::release_ids(s, num_blocks_, ids_to_free, n_free, /*to_free=*/true)) {
@@ -142,7 +142,7 @@ Status KVBlockPool::free_and_alloc(const FreeId* ids_to_free, size_t n_free, siz
 }
 
 #define UNIPOOL_KV_FREE_AND_ALLOC(FreeId, OutId) \
-  template Status KVBlockPool::free_and_alloc<FreeId, OutId>(const FreeId*, size_t, size_t, OutId*) noexcept;
+  template Status KVBlockPool::deallocate_and_allocate<FreeId, OutId>(const FreeId*, size_t, size_t, OutId*) noexcept;
 UNIPOOL_KV_FREE_AND_ALLOC(int64_t, int64_t)
 UNIPOOL_KV_FREE_AND_ALLOC(int64_t, int32_t)
 UNIPOOL_KV_FREE_AND_ALLOC(int64_t, uint32_t)
@@ -182,17 +182,17 @@ size_t KVBlockPool::State::reclaim_completed() noexcept {
   return freed;
 }
 
-Status KVBlockPool::alloc(size_t n, uint32_t* out) noexcept { return alloc_ids(n, out); }
-Status KVBlockPool::alloc(size_t n, int64_t* out) noexcept { return alloc_ids(n, out); }
-Status KVBlockPool::alloc(size_t n, int32_t* out) noexcept { return alloc_ids(n, out); }
-Status KVBlockPool::free(const uint32_t* ids, size_t n) noexcept { return free_ids(ids, n, nullptr, kNoFence); }
-Status KVBlockPool::free(const int64_t* ids, size_t n) noexcept { return free_ids(ids, n, nullptr, kNoFence); }
-Status KVBlockPool::free(const int32_t* ids, size_t n) noexcept { return free_ids(ids, n, nullptr, kNoFence); }
+Status KVBlockPool::allocate(size_t n, uint32_t* out) noexcept { return alloc_ids(n, out); }
+Status KVBlockPool::allocate(size_t n, int64_t* out) noexcept { return alloc_ids(n, out); }
+Status KVBlockPool::allocate(size_t n, int32_t* out) noexcept { return alloc_ids(n, out); }
+Status KVBlockPool::deallocate(const uint32_t* ids, size_t n) noexcept { return free_ids(ids, n, nullptr, kNoFence); }
+Status KVBlockPool::deallocate(const int64_t* ids, size_t n) noexcept { return free_ids(ids, n, nullptr, kNoFence); }
+Status KVBlockPool::deallocate(const int32_t* ids, size_t n) noexcept { return free_ids(ids, n, nullptr, kNoFence); }
 
-Status KVBlockPool::free_after(const int64_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept {
+Status KVBlockPool::deallocate_after(const int64_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept {
   return free_ids(ids, n, &source, fence);
 }
-Status KVBlockPool::free_after(const uint32_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept {
+Status KVBlockPool::deallocate_after(const uint32_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept {
   return free_ids(ids, n, &source, fence);
 }
 
@@ -232,7 +232,7 @@ KVBlockPoolStats KVBlockPool::stats() const noexcept {
   return st;
 }
 
-void KVBlockPool::reset_peaks() noexcept {
+void KVBlockPool::reset_peak_stats() noexcept {
   std::lock_guard lock(state_->mutex);
   state_->peak_live = state_->live_count;
 }

@@ -15,8 +15,8 @@ void report_bad_free(const char* call, void* block) noexcept {
 // word when it cannot allocate the exception) or a NULL dereference in a
 // library: one line first says it was the limit. Never for other failures
 // (impossible sizes, which glibc refuses silently too), and only once.
-void allocation_failed(HostPool* pool) noexcept {
-  if (pool != nullptr && pool->config().limit != 0 && HostPool::last_status() == Status::out_of_space) {
+void allocation_failed(HostPool* pool, Status why) noexcept {
+  if (pool->config().limit != 0 && why == Status::out_of_space) {
     static std::atomic<bool> told{false};
     if (!told.exchange(true, std::memory_order_relaxed)) {
       warn("an allocation failed: UNIPOOL_HOST_CONF sets a limit on committed bytes, and: ", HostPool::last_error());

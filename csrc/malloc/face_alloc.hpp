@@ -24,14 +24,22 @@ inline constexpr size_t kNaturalAlignment = 16;
 
 // errno = ENOMEM, and once per process a line on stderr when the pool's
 // `limit` was the reason (out of line: only failures pay for it).
-void allocation_failed(HostPool* pool) noexcept;
+void allocation_failed(HostPool* pool, Status why) noexcept;
+
+// Before the pool exists (the loader's own allocations): the bootstrap arena.
+inline void* bootstrap_allocate(size_t size, size_t alignment) noexcept {
+  void* block = BootstrapArena::allocate(size, alignment);
+  if (block == nullptr) errno = ENOMEM;
+  return block;
+}
 
 inline void* allocate(size_t size) noexcept {
   if (size == 0) size = 1;
   HostPool* p = pool();
-  void* block = p != nullptr ? p->allocate(size) : BootstrapArena::allocate(size, kNaturalAlignment);
-  if (block == nullptr) allocation_failed(p);
-  return block;
+  if (p == nullptr) return bootstrap_allocate(size, kNaturalAlignment);
+  const HostAllocation a = p->allocate(size);
+  if (a.ptr == nullptr) allocation_failed(p, a.status);
+  return a.ptr;
 }
 
 // alignment: a power of two (callers check).
@@ -39,23 +47,24 @@ inline void* allocate_aligned(size_t alignment, size_t size) noexcept {
   if (alignment <= kNaturalAlignment) return allocate(size);
   if (size == 0) size = 1;
   HostPool* p = pool();
-  void* block = p != nullptr ? p->allocate(size, alignment) : BootstrapArena::allocate(size, alignment);
-  if (block == nullptr) allocation_failed(p);
-  return block;
+  if (p == nullptr) return bootstrap_allocate(size, alignment);
+  const HostAllocation a = p->allocate(size, alignment);
+  if (a.ptr == nullptr) allocation_failed(p, a.status);
+  return a.ptr;
 }
 
 // calloc: the pool clears only memory that may hold old data.
 inline void* allocate_zeroed(size_t size) noexcept {
   if (size == 0) size = 1;
   HostPool* p = pool();
-  void* block = nullptr;
-  if (p != nullptr) {
-    block = p->allocate_zeroed(size);
-  } else if ((block = BootstrapArena::allocate(size, kNaturalAlignment)) != nullptr) {
-    std::memset(block, 0, size);
+  if (p == nullptr) {
+    void* block = bootstrap_allocate(size, kNaturalAlignment);
+    if (block != nullptr) std::memset(block, 0, size);
+    return block;
   }
-  if (block == nullptr) allocation_failed(p);
-  return block;
+  const HostAllocation a = p->allocate_zeroed(size);
+  if (a.ptr == nullptr) allocation_failed(p, a.status);
+  return a.ptr;
 }
 
 [[noreturn]] void report_bad_free(const char* call, void* block) noexcept;
@@ -63,7 +72,7 @@ inline void* allocate_zeroed(size_t size) noexcept {
 inline void release(void* block, const char* call) noexcept {
   if (block == nullptr || BootstrapArena::contains(block)) return;  // bootstrap blocks are never reused
   HostPool* p = existing_pool();
-  if (p != nullptr && p->free(block) == Status::ok) return;
+  if (p != nullptr && p->deallocate(block) == Status::ok) return;
   report_bad_free(call, block);
 }
 

@@ -31,18 +31,20 @@
 
 namespace unipool {
 
-// Where the pool's memory stands with respect to pinning.
-enum class HostPinningState : uint8_t {
-  pageable,           // pinned=off
-  pageable_no_gpu,    // pinned asked, but no CUDA runtime with a device
-  pinned,             // every committed chunk so far is pinned
-  partially_pinned,   // best_effort and some registrations failed
-};
-const char* to_string(HostPinningState s) noexcept;
-
 namespace host {
 class Engine;  // csrc/host/engine.hpp
 }
+
+// What HostPool::allocate returns: the block, or nullptr and the reason.
+// It converts to the pointer, so `void* p = pool.allocate(n);` reads as
+// malloc does; `status` says why a nullptr came back.
+struct HostAllocation {
+  void* ptr = nullptr;
+  Status status = Status::ok;
+
+  operator void*() const noexcept { return ptr; }  // NOLINT: malloc-like use is the point
+  explicit operator bool() const noexcept { return ptr != nullptr; }
+};
 
 class HostPool {
  public:
@@ -65,26 +67,26 @@ class HostPool {
   static const char* default_pool_error() noexcept;
 
   // A block of at least `size` bytes, aligned to 16 (alignment 0) or to
-  // `alignment` (a power of two). nullptr on failure; last_status() and
-  // last_error() then say why (zero_size, bad_alignment, too_large,
-  // out_of_space: limit reached, mmap failed, or pinning failed with pinned=on).
-  void* allocate(size_t size) noexcept;
-  void* allocate(size_t size, size_t alignment) noexcept;
+  // `alignment` (a power of two). On failure ptr is nullptr, status says why
+  // (zero_size, bad_alignment, too_large, out_of_space: limit reached, mmap
+  // failed, or pinning failed with pinned=on) and last_error() gives details.
+  HostAllocation allocate(size_t size) noexcept;
+  HostAllocation allocate(size_t size, size_t alignment) noexcept;
   // A block of `size` zero bytes (calloc). Blocks above middle_max that are
   // new from the OS are not cleared (they read zero), so their pages are not
   // faulted in until used.
-  void* allocate_zeroed(size_t size) noexcept;
+  HostAllocation allocate_zeroed(size_t size) noexcept;
 
   // Frees a block. nullptr is a no-op. A pointer the pool did not give out, a
   // double free or an interior pointer returns Status::not_live and changes
   // nothing (last_error() names which).
-  Status free(void* p) noexcept;
+  Status deallocate(void* p) noexcept;
 
   // Frees a block once `fence` (recorded on `source`) completes; until then
   // the block is not reused. The pool owns the fence from here on and
   // releases it to `source`, which must outlive the deferral. Deferred blocks
   // are reclaimed by collect_deferred() and by the pool's slow paths.
-  Status free_after(void* p, FenceSource& source, FenceId fence) noexcept;
+  Status deallocate_after(void* p, FenceSource& source, FenceId fence) noexcept;
   // Frees the deferred blocks whose fences completed; returns how many.
   size_t collect_deferred() noexcept;
 
@@ -103,8 +105,8 @@ class HostPool {
   void trim() noexcept;
 
   HostPoolStats stats() const noexcept;
-  void reset_peaks() noexcept;
-  HostPinningState pinning_state() const noexcept;
+  void reset_peak_stats() noexcept;
+  PinningState pinning_state() const noexcept;
   const HostPoolConfig& config() const noexcept;
   // With pin_thread=on: returns once the pinning thread has done what it was
   // asked (the chunks ahead of each arena are registered, or failed and
@@ -117,8 +119,8 @@ class HostPool {
   // arena's range allocator valid). Wants no concurrent use of the pool.
   bool validate(std::string* why = nullptr) const;
 
-  // The status and message of this thread's last failed call on any host pool.
-  static Status last_status() noexcept;
+  // The message of this thread's last failed call on any host pool (which
+  // key of a config, which block a bad free named, why a mapping failed).
   static const char* last_error() noexcept;
 
  private:

@@ -5,10 +5,10 @@
 //
 //   unipool::KVBlockPool pool({.block_bytes = 2 << 20, .num_blocks = 4096});
 //   uint32_t ids[64];
-//   pool.alloc(64, ids);                // Status::out_of_space: nothing taken
+//   pool.allocate(64, ids);              // Status::out_of_space: nothing taken
 //   void* p = pool.block(ids[0]);       // block_bytes bytes at base + id * stride
-//   pool.free_after(ids, 64, fences, fences.record(device, stream));
-//   pool.free(ids, 64);                 // Status::not_live: double free, nothing freed
+//   pool.deallocate_after(ids, 64, fences, fences.record(device, stream));
+//   pool.deallocate(ids, 64);           // Status::not_live: double free, nothing freed
 //
 // Free and live blocks are two bitmaps (one bit per block) with summary
 // levels over the free one, so alloc finds the lowest free block in O(1) and
@@ -85,15 +85,15 @@ class KVBlockPool {
 
   // Writes n free ids to out. Status::out_of_space when fewer than n are free
   // (after reclaiming completed deferrals): nothing is taken. n == 0 is ok.
-  Status alloc(size_t n, uint32_t* out) noexcept;
-  Status alloc(size_t n, int64_t* out) noexcept;
-  Status alloc(size_t n, int32_t* out) noexcept;
+  Status allocate(size_t n, uint32_t* out) noexcept;
+  Status allocate(size_t n, int64_t* out) noexcept;
+  Status allocate(size_t n, int32_t* out) noexcept;
   // Returns ids. Status::not_live when any id is out of range, not allocated
   // (a double free) or repeated in the batch: then nothing is freed and
   // last_error() names the id.
-  Status free(const uint32_t* ids, size_t n) noexcept;
-  Status free(const int64_t* ids, size_t n) noexcept;
-  Status free(const int32_t* ids, size_t n) noexcept;
+  Status deallocate(const uint32_t* ids, size_t n) noexcept;
+  Status deallocate(const int64_t* ids, size_t n) noexcept;
+  Status deallocate(const int32_t* ids, size_t n) noexcept;
   // Frees `ids_to_free` and then allocates n blocks into `out`, under one lock:
   // the step of an offload manager that evicts blocks to make room for the
   // ones it stores (the freed blocks may come straight back). `out` may be
@@ -102,15 +102,15 @@ class KVBlockPool {
   // than n free even with the freed ones): then nothing is freed or taken.
   // FreeId, OutId: int64_t, int32_t or uint32_t.
   template <class FreeId, class OutId>
-  Status free_and_alloc(const FreeId* ids_to_free, size_t n_free, size_t n, OutId* out) noexcept;
+  Status deallocate_and_allocate(const FreeId* ids_to_free, size_t n_free, size_t n, OutId* out) noexcept;
   // Frees the ids once `fence` of `source` completes; until then they are not
   // handed out. The pool owns the fence from here on (released to `source`,
   // which must outlive the pool or the deferral); an empty batch releases it
   // at once. The same checks as free(), and Status::bad_argument for fence 0
   // or a fence `source` does not know (its completed() throws: never
   // recorded, or released): then nothing is freed and the fence is not taken.
-  Status free_after(const int64_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept;
-  Status free_after(const uint32_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept;
+  Status deallocate_after(const int64_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept;
+  Status deallocate_after(const uint32_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept;
   // Frees the deferred batches whose fences completed; returns the blocks
   // freed. A fence whose source throws for it has been lost (nothing is left
   // to wait for) and counts as completed; nothing a source throws escapes.
@@ -124,13 +124,13 @@ class KVBlockPool {
   uint64_t arena_bytes() const noexcept { return arena_bytes_; }
   bool pinned() const noexcept { return pinned_bytes_ == arena_bytes_ && arena_bytes_ != 0; }
   // "pinned", "pageable (pinned=off)", "pageable (no CUDA device)", ...
-  const char* pinning_state() const noexcept { return pinning_state_; }
+  PinningState pinning_state() const noexcept { return pinning_state_; }
   size_t free_blocks() const noexcept;
   // Whether id is a block handed out and not yet freed.
   bool is_live(uint64_t id) const noexcept;
 
   KVBlockPoolStats stats() const noexcept;
-  void reset_peaks() noexcept;
+  void reset_peak_stats() noexcept;
   // Every invariant: each block is free, live or deferred, never two of them;
   // the summary levels agree with the free bitmap; the counts add up to
   // num_blocks and to the bitmaps; deferred batches hold the deferred blocks.
@@ -158,7 +158,7 @@ class KVBlockPool {
   void* base_ = nullptr;
   uint64_t block_bytes_ = 0, stride_ = 0, num_blocks_ = 0;
   uint64_t arena_bytes_ = 0, mapped_bytes_ = 0, pinned_bytes_ = 0;
-  const char* pinning_state_ = "pageable";
+  PinningState pinning_state_ = PinningState::pageable;
   std::unique_ptr<State> state_;
 };
 

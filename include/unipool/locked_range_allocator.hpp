@@ -21,14 +21,14 @@ class LockedRangeAllocator {
     std::lock_guard lock(mutex_);
     return inner_.allocate(size, alignment);
   }
-  Status free(uint64_t offset, uint64_t handle) {
+  Status deallocate(uint64_t offset, uint64_t handle) {
     std::lock_guard lock(mutex_);
-    return inner_.free(offset, handle);
+    return inner_.deallocate(offset, handle);
   }
-  // Checks the owner tag like RangeAllocator::free (Status::foreign).
-  Status free(const RangeAllocation& a) {
+  // Checks the owner tag like RangeAllocator::deallocate (Status::foreign).
+  Status deallocate(const RangeAllocation& a) {
     std::lock_guard lock(mutex_);
-    return inner_.free(a);
+    return inner_.deallocate(a);
   }
   Status extend(uint64_t bytes) {
     std::lock_guard lock(mutex_);

@@ -46,11 +46,11 @@ struct RangeAllocatorOptions {
   uint32_t fit_scan_limit = 8;
 };
 
-// What allocate() returns. `handle` identifies the allocation for free(); it
+// What allocate() returns. `handle` identifies the allocation for deallocate(); it
 // carries a generation so a stale handle (double free) is always detected.
 // `owner` is the tag of the allocator that made it: handles are node indices
 // plus a generation, so two allocators can hand out equal ones, and the tag is
-// what lets free(const RangeAllocation&) refuse another allocator's allocation
+// what lets deallocate(const RangeAllocation&) refuse another allocator's allocation
 // instead of freeing a block of its own. It sits in what was padding after
 // `status`: the struct stays 32 bytes.
 struct RangeAllocation {
@@ -110,10 +110,10 @@ class RangeAllocator {
   // own: generations start at a per-allocator seed, so such a handle is
   // refused as not_live except by rare coincidence. Callers that may mix
   // allocators pass the RangeAllocation, whose owner tag is checked exactly.
-  Status free(uint64_t offset, uint64_t handle);
+  Status deallocate(uint64_t offset, uint64_t handle);
   // Status::foreign (nothing changes) when `a` was made by another allocator.
-  Status free(const RangeAllocation& a) {
-    return a.owner == tag_ ? free(a.offset, a.handle) : Status::foreign;
+  Status deallocate(const RangeAllocation& a) {
+    return a.owner == tag_ ? deallocate(a.offset, a.handle) : Status::foreign;
   }
 
   // The extent (aligned size) of a live allocation, 0 if it is not live.
@@ -211,7 +211,7 @@ class RangeAllocator {
   uint32_t unused_nodes_ = kNone;  // singly linked through Node::link.next
   uint32_t last_node_ = kNone;     // the range that ends at capacity_
   uint32_t next_generation_ = 1;  // handles never repeat within 2^32 allocations;
-                                  // seeded from the tag, see free()
+                                  // seeded from the tag, see deallocate()
   uint64_t top_mask_ = 0;        // bit g: some bin of group g is non-empty
   std::array<uint32_t, kGroupCount> leaf_mask_{};  // per group: bit i = bin (g, i) non-empty
   std::array<uint32_t, kBinCount> bin_head_;        // first free range of each bin

@@ -1,6 +1,10 @@
 /* unipool: the C ABI. One header per pool under unipool/c/; this one
- * includes them all. Every function returns a unipool_status_t (0 = ok)
- * or, for allocations, NULL with the reason in *status. */
+ * includes them all. A call that can fail returns a unipool_status_t
+ * (UNIPOOL_OK = 0), hands its result out through a pointer argument, and
+ * leaves the reason in unipool_last_error(). Queries that cannot fail
+ * (counts, sizes, names, destroy) return their value directly. The
+ * pluggable entry points (unipool/c/pluggable.h) keep the signatures
+ * torch's CUDAPluggableAllocator requires. */
 #ifndef UNIPOOL_UNIPOOL_H
 #define UNIPOOL_UNIPOOL_H
 

@@ -9,8 +9,8 @@ int main() {
   unipool::RangeAllocator ranges(uint64_t{1} << 30, {.alignment = 256});
   const unipool::RangeAllocation a = ranges.allocate(1000);
   const unipool::RangeAllocation b = ranges.allocate(3000);
-  if (!a || !b || b.offset != 1024 || ranges.free(a) != unipool::Status::ok ||
-      ranges.free(a) != unipool::Status::not_live || !ranges.validate()) {
+  if (!a || !b || b.offset != 1024 || ranges.deallocate(a) != unipool::Status::ok ||
+      ranges.deallocate(a) != unipool::Status::not_live || !ranges.validate()) {
     std::fprintf(stderr, "consumer: unexpected allocator behaviour\n");
     return EXIT_FAILURE;
   }

@@ -21,10 +21,20 @@ class DeviceCApi : public ::testing::Test {
   unipool_device_pools_t* pools = nullptr;
 };
 
+// The block (nullptr on failure) and the status into *status.
+void* alloc(unipool_device_pools_t* pools, size_t size, int device, void* stream = nullptr,
+            unipool_status_t* status = nullptr) {
+  void* p = reinterpret_cast<void*>(0x1);
+  const unipool_status_t s = unipool_device_alloc(pools, size, device, stream, &p);
+  EXPECT_EQ(s == UNIPOOL_OK, p != nullptr) << "*out and the status must agree";
+  if (status != nullptr) *status = s;
+  return p;
+}
+
 TEST_F(DeviceCApi, AllocFreeAndErrors) {
   EXPECT_EQ(unipool_device_count(pools), 2);
   unipool_status_t status = UNIPOOL_BAD_ARGUMENT;
-  void* p = unipool_device_alloc(pools, 3 * kMiB, 1, reinterpret_cast<void*>(0x10), &status);
+  void* p = alloc(pools, 3 * kMiB, 1, reinterpret_cast<void*>(0x10), &status);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(status, UNIPOOL_OK);
   EXPECT_EQ(unipool_device_record_stream(pools, p, reinterpret_cast<void*>(0x20)), UNIPOOL_OK);
@@ -32,18 +42,20 @@ TEST_F(DeviceCApi, AllocFreeAndErrors) {
   EXPECT_EQ(unipool_device_free(pools, p), UNIPOOL_NOT_LIVE);
   EXPECT_NE(std::string(unipool_last_error()).find("double free"), std::string::npos) << unipool_last_error();
 
-  EXPECT_EQ(unipool_device_alloc(pools, 0, 0, nullptr, &status), nullptr);
+  EXPECT_EQ(alloc(pools, 0, 0, nullptr, &status), nullptr);
   EXPECT_EQ(status, UNIPOOL_ZERO_SIZE);
-  EXPECT_EQ(unipool_device_alloc(pools, kMiB, 5, nullptr, &status), nullptr);
+  EXPECT_EQ(alloc(pools, kMiB, 5, nullptr, &status), nullptr);
   EXPECT_EQ(status, UNIPOOL_BAD_ARGUMENT);
-  EXPECT_EQ(unipool_device_alloc(pools, 100 * kMiB, 0, nullptr, &status), nullptr);
+  EXPECT_EQ(alloc(pools, 100 * kMiB, 0, nullptr, &status), nullptr);
   EXPECT_EQ(status, UNIPOOL_OUT_OF_SPACE);
   EXPECT_NE(std::string(unipool_last_error()).find("Tried to allocate 100.00 MiB"), std::string::npos);
+  EXPECT_EQ(unipool_device_alloc(pools, kMiB, 0, nullptr, nullptr), UNIPOOL_BAD_ARGUMENT);
+  EXPECT_NE(std::string(unipool_last_error()).find("out is NULL"), std::string::npos) << unipool_last_error();
   EXPECT_EQ(unipool_device_validate(pools), UNIPOOL_OK);
 }
 
 TEST_F(DeviceCApi, StatsSnapshotLimits) {
-  void* p = unipool_device_alloc(pools, 1000, 0, nullptr, nullptr);
+  void* p = alloc(pools, 1000, 0, nullptr);
   ASSERT_NE(p, nullptr);
   int64_t v = -1;
   EXPECT_EQ(unipool_device_stat(pools, 0, "allocated_bytes.small_pool.current", &v), UNIPOOL_OK);
@@ -74,11 +86,11 @@ TEST_F(DeviceCApi, StatsSnapshotLimits) {
   EXPECT_EQ(std::string(tiny), std::string(buf.c_str(), 7));
 
   EXPECT_EQ(unipool_device_set_memory_fraction(pools, -1, 0.5), UNIPOOL_OK);
-  EXPECT_EQ(unipool_device_alloc(pools, 40 * kMiB, 1, nullptr, nullptr), nullptr);
+  EXPECT_EQ(alloc(pools, 40 * kMiB, 1, nullptr), nullptr);
   EXPECT_EQ(unipool_device_set_memory_fraction(pools, 0, 2.0), UNIPOOL_BAD_ARGUMENT);
   EXPECT_EQ(unipool_device_set_memory_limit(pools, -1, 0), UNIPOOL_OK);
   EXPECT_EQ(unipool_device_set_memory_fraction(pools, -1, 0), UNIPOOL_OK);
-  void* q = unipool_device_alloc(pools, 40 * kMiB, 1, nullptr, nullptr);
+  void* q = alloc(pools, 40 * kMiB, 1, nullptr);
   EXPECT_NE(q, nullptr);
   EXPECT_EQ(unipool_device_free(pools, q), UNIPOOL_OK);
   EXPECT_EQ(unipool_device_free(pools, p), UNIPOOL_OK);
@@ -106,10 +118,10 @@ TEST(DeviceCApiConfig, DefaultPoolsFromEnvironment) {
   ::setenv("UNIPOOL_DEVICE_CONF", "backend=sim,sim_capacity=32MiB,sim_devices=3", 1);
   ASSERT_NE(unipool_device_default(), nullptr) << unipool_last_error();
   EXPECT_EQ(unipool_device_count(nullptr), 3);
-  void* p = unipool_device_alloc(nullptr, 4096, 2, nullptr, nullptr);  // what unipool_alloc() will be
+  void* p = alloc(nullptr, 4096, 2, nullptr);  // what unipool_alloc() will be
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(unipool_device_free_on(nullptr, p, 2), UNIPOOL_OK);
-  EXPECT_EQ(unipool_device_alloc(nullptr, 64 * kMiB, 0, nullptr, nullptr), nullptr);  // over 32 MiB
+  EXPECT_EQ(alloc(nullptr, 64 * kMiB, 0, nullptr), nullptr);  // over 32 MiB
   ::unsetenv("UNIPOOL_DEVICE_CONF");
 }
 

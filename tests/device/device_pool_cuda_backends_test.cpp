@@ -235,13 +235,15 @@ TEST(DeviceCApiOnNullGpu, BackendErrorStatus) {
   ASSERT_EQ(unipool_device_pools_create("backend=cuda_malloc", &pools), UNIPOOL_OK) << unipool_last_error();
   gpu::fail_nth_call("cudaMalloc", 1);
   unipool_status_t status = UNIPOOL_OK;
-  EXPECT_EQ(unipool_device_alloc(pools, 4 * kMiB, 0, nullptr, &status), nullptr);
+  void* p = reinterpret_cast<void*>(0x1);
+  status = unipool_device_alloc(pools, 4 * kMiB, 0, nullptr, &p);
   EXPECT_EQ(status, UNIPOOL_BACKEND_ERROR);
+  EXPECT_EQ(p, nullptr);
   EXPECT_STREQ(unipool_status_string(status), "the memory backend failed (see the message)");
   EXPECT_NE(std::string(unipool_last_error()).find("cuda_malloc backend failed"), std::string::npos)
       << unipool_last_error();
   (void)cudaGetLastError();
-  void* p = unipool_device_alloc(pools, 4 * kMiB, 0, nullptr, &status);
+  EXPECT_EQ(unipool_device_alloc(pools, 4 * kMiB, 0, nullptr, &p), UNIPOOL_OK);
   EXPECT_NE(p, nullptr);
   EXPECT_EQ(unipool_device_free(pools, p), UNIPOOL_OK);
   unipool_device_pools_destroy(pools);

@@ -20,7 +20,7 @@ TEST_P(HostDeferred, BlockIsNotReusedUntilTheFenceCompletes) {
   ASSERT_NE(p, nullptr);
   fill(p, std::min<size_t>(size, 4096), 5);
   const FenceId fence = fences.record(0, 7);
-  ASSERT_EQ(pool.free_after(p, fences, fence), Status::ok);
+  ASSERT_EQ(pool.deallocate_after(p, fences, fence), Status::ok);
   HostPoolStats st = pool.stats();
   EXPECT_EQ(st.deferred_blocks, 1u);
   EXPECT_GE(st.deferred_bytes, size);
@@ -38,8 +38,8 @@ TEST_P(HostDeferred, BlockIsNotReusedUntilTheFenceCompletes) {
   EXPECT_TRUE(intact(p, std::min<size_t>(size, 4096), 5));
   EXPECT_EQ(pool.collect_deferred(), 0u);
   // A second free (plain or deferred) of it is misuse.
-  EXPECT_EQ(pool.free(p), Status::not_live);
-  EXPECT_EQ(pool.free_after(p, fences, fences.record(0, 7)), Status::not_live);
+  EXPECT_EQ(pool.deallocate(p), Status::not_live);
+  EXPECT_EQ(pool.deallocate_after(p, fences, fences.record(0, 7)), Status::not_live);
   fences.complete_all();
   EXPECT_EQ(pool.collect_deferred(), 1u);
   st = pool.stats();
@@ -47,7 +47,7 @@ TEST_P(HostDeferred, BlockIsNotReusedUntilTheFenceCompletes) {
   EXPECT_EQ(st.deferred_bytes, 0u);
   EXPECT_GE(st.peak_deferred_bytes, size);
   EXPECT_EQ(fences.outstanding(), 1u);  // the pool released its fence; the refused one is still ours
-  for (void* q : others) pool.free(q);
+  for (void* q : others) pool.deallocate(q);
   EXPECT_EQ(pool.stats().allocated_bytes, 0u);
   EXPECT_EQ(pool.stats().requested_bytes, 0u);
   EXPECT_VALID(pool);
@@ -64,7 +64,7 @@ TEST(HostDeferredMany, FencesCompleteInAnyOrder) {
   for (int i = 0; i < 100; ++i) {
     void* p = pool.allocate(static_cast<size_t>(64 + i * 300));
     const FenceId f = fences.record(0, static_cast<StreamHandle>(i % 3));
-    ASSERT_EQ(pool.free_after(p, fences, f), Status::ok);
+    ASSERT_EQ(pool.deallocate_after(p, fences, f), Status::ok);
     blocks.push_back(p);
     ids.push_back(f);
   }
@@ -84,12 +84,12 @@ TEST(HostDeferredMany, BadArgumentsAndForeignPointers) {
   HostPool pool(kTestConf);
   ManualFenceSource fences;
   int x = 0;
-  EXPECT_EQ(pool.free_after(nullptr, fences, fences.record(0, 0)), Status::bad_argument);
-  EXPECT_EQ(pool.free_after(&x, fences, fences.record(0, 0)), Status::not_live);
+  EXPECT_EQ(pool.deallocate_after(nullptr, fences, fences.record(0, 0)), Status::bad_argument);
+  EXPECT_EQ(pool.deallocate_after(&x, fences, fences.record(0, 0)), Status::not_live);
   void* p = pool.allocate(100);
-  EXPECT_EQ(pool.free_after(p, fences, kNoFence), Status::bad_argument);
-  EXPECT_EQ(pool.free_after(static_cast<char*>(p) + 16, fences, fences.record(0, 0)), Status::not_live);
-  EXPECT_EQ(pool.free(p), Status::ok);
+  EXPECT_EQ(pool.deallocate_after(p, fences, kNoFence), Status::bad_argument);
+  EXPECT_EQ(pool.deallocate_after(static_cast<char*>(p) + 16, fences, fences.record(0, 0)), Status::not_live);
+  EXPECT_EQ(pool.deallocate(p), Status::ok);
   EXPECT_VALID(pool);
 }
 
@@ -97,8 +97,8 @@ TEST(HostDeferredMany, DestroyingThePoolReleasesPendingFences) {
   ManualFenceSource fences;
   {
     HostPool pool(kTestConf);
-    pool.free_after(pool.allocate(100), fences, fences.record(0, 0));
-    pool.free_after(pool.allocate(1 << 20), fences, fences.record(0, 0));
+    pool.deallocate_after(pool.allocate(100), fences, fences.record(0, 0));
+    pool.deallocate_after(pool.allocate(1 << 20), fences, fences.record(0, 0));
     EXPECT_EQ(fences.outstanding(), 2u);
   }
   EXPECT_EQ(fences.outstanding(), 0u);

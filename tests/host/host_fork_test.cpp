@@ -20,7 +20,7 @@ namespace {
 
 int run_in_child(HostPool& pool, const std::vector<void*>& inherited) {
   for (void* p : inherited) {
-    if (pool.free(p) != Status::ok) return 2;
+    if (pool.deallocate(p) != Status::ok) return 2;
   }
   std::vector<void*> mine;
   for (int i = 0; i < 2000; ++i) {
@@ -29,7 +29,7 @@ int run_in_child(HostPool& pool, const std::vector<void*>& inherited) {
     mine.push_back(p);
   }
   for (void* p : mine) {
-    if (pool.free(p) != Status::ok) return 4;
+    if (pool.deallocate(p) != Status::ok) return 4;
   }
   std::string why;
   if (!pool.validate(&why)) return 5;
@@ -53,7 +53,7 @@ TEST(HostFork, ChildAllocatesAndFreesParentUnaffected) {
     for (int i = 0; i < 200; ++i) theirs.push_back(pool.allocate(static_cast<size_t>(32 + i * 10)));
     ready = true;
     while (!done) std::this_thread::yield();
-    for (void* p : theirs) pool.free(p);
+    for (void* p : theirs) pool.deallocate(p);
   });
   while (!ready) std::this_thread::yield();
   std::vector<void*> mine;
@@ -76,7 +76,7 @@ TEST(HostFork, ChildAllocatesAndFreesParentUnaffected) {
   other.join();
   for (int i = 0; i < 100; ++i) {
     EXPECT_TRUE(intact(mine[static_cast<size_t>(i)], 100, static_cast<uint8_t>(i)));
-    EXPECT_EQ(pool.free(mine[static_cast<size_t>(i)]), Status::ok);
+    EXPECT_EQ(pool.deallocate(mine[static_cast<size_t>(i)]), Status::ok);
   }
   EXPECT_EQ(pool.stats().allocated_bytes, 0u);
   EXPECT_VALID(pool);
@@ -89,13 +89,13 @@ TEST(HostFork, DefaultPoolWorksInTheChild) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     void* q = pool.allocate(64);
-    const bool ok = q != nullptr && pool.free(q) == Status::ok && pool.free(p) == Status::ok;
+    const bool ok = q != nullptr && pool.deallocate(q) == Status::ok && pool.deallocate(p) == Status::ok;
     _exit(ok ? 0 : 1);
   }
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  EXPECT_EQ(pool.free(p), Status::ok);
+  EXPECT_EQ(pool.deallocate(p), Status::ok);
 }
 
 // The test pinner, with a gate: the registration numbered `gate_call` waits
@@ -129,7 +129,7 @@ int run_in_child_while_pinning(HostPool& pool, void* first) {
   if (big == nullptr) return 2;
   if (!pool.is_pinned(big) || !pool.is_pinned(first)) return 3;
   if (pool.stats().pin_thread_registrations != 0) return 4;
-  if (pool.free(big) != Status::ok || pool.free(first) != Status::ok) return 5;
+  if (pool.deallocate(big) != Status::ok || pool.deallocate(first) != Status::ok) return 5;
   pool.wait_for_pinning();  // no thread: returns
   std::string why;
   if (!pool.validate(&why)) {
@@ -170,7 +170,7 @@ TEST(HostFork, WhileThePinningThreadRegistersTheChildPinsForItself) {
     EXPECT_EQ(st.pin_thread_registrations, 1u);
     EXPECT_EQ(st.committed_bytes, uint64_t{12} << 20);
     EXPECT_EQ(st.pinned_bytes, pinner_state().pinned());
-    EXPECT_EQ(pool.free(first), Status::ok);
+    EXPECT_EQ(pool.deallocate(first), Status::ok);
     EXPECT_VALID(pool);
   }
   EXPECT_EQ(pinner_state().pinned(), 0u);

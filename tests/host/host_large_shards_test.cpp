@@ -52,13 +52,13 @@ TEST(HostLargeShards, ConcurrentThreadsTakeLargeBlocksFromSeparateArenas) {
   EXPECT_EQ(st.requested_bytes, 3 * kLarge);
   EXPECT_VALID(pool);
   // Freed by another thread than the one that allocated: each goes back to its own arena.
-  for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::ok);
+  for (void* p : blocks) EXPECT_EQ(pool.deallocate(p), Status::ok);
   st = pool.stats();
   EXPECT_EQ(st.large_blocks, 0u);
   EXPECT_EQ(st.requested_bytes, 0u);
   EXPECT_EQ(st.allocated_bytes, 0u);
   EXPECT_VALID(pool);
-  for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::not_live);  // double frees still caught
+  for (void* p : blocks) EXPECT_EQ(pool.deallocate(p), Status::not_live);  // double frees still caught
 }
 
 TEST(HostLargeShards, WithALimitEveryThreadSharesArenaZero) {
@@ -67,7 +67,7 @@ TEST(HostLargeShards, WithALimitEveryThreadSharesArenaZero) {
   uint64_t reserved = 0;
   std::vector<void*> blocks = allocate_together(pool, 3, &reserved);
   EXPECT_EQ(reserved, kReserve);
-  for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::ok);
+  for (void* p : blocks) EXPECT_EQ(pool.deallocate(p), Status::ok);
   EXPECT_VALID(pool);
 }
 
@@ -84,7 +84,7 @@ TEST(HostLargeShards, UnderALimitAFreeRangeInAnotherArenaIsUsedBeforeRefusing) {
   ASSERT_NE(b, nullptr);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(pool.stats().reserved_bytes, 2 * (uint64_t{64} << 20));
-  ASSERT_EQ(pool.free(c), Status::ok);
+  ASSERT_EQ(pool.deallocate(c), Status::ok);
   const uint64_t committed = pool.stats().committed_bytes;
   void* d = pool.allocate(20 * kMiB);
   ASSERT_NE(d, nullptr) << HostPool::last_error();
@@ -97,7 +97,7 @@ TEST(HostLargeShards, UnderALimitAFreeRangeInAnotherArenaIsUsedBeforeRefusing) {
   EXPECT_LE(pool.stats().peak_committed_bytes, uint64_t{80} << 20);
   EXPECT_TRUE(intact(d, 20 * kMiB, 7));
   EXPECT_VALID(pool);
-  for (void* p : {a, b, d}) EXPECT_EQ(pool.free(p), Status::ok);
+  for (void* p : {a, b, d}) EXPECT_EQ(pool.deallocate(p), Status::ok);
   EXPECT_VALID(pool);
 }
 
@@ -107,12 +107,12 @@ TEST(HostLargeShards, CountsAreExactWhileAThreadHoldsUnfoldedBlocks) {
   std::vector<void*> held;
   std::thread worker([&] {
     // A small block first: the thread gets its heap, which keeps the tally.
-    ASSERT_EQ(pool.free(pool.allocate(64)), Status::ok);
+    ASSERT_EQ(pool.deallocate(pool.allocate(64)), Status::ok);
     // Three blocks (300 KB) stay below the 4 MiB a heap folds at.
     for (int i = 0; i < 3; ++i) held.push_back(pool.allocate(kLarge + static_cast<size_t>(i)));
     sync.arrive_and_wait();  // counted by the main thread
     sync.arrive_and_wait();
-    for (void* p : held) EXPECT_EQ(pool.free(p), Status::ok);
+    for (void* p : held) EXPECT_EQ(pool.deallocate(p), Status::ok);
   });
   sync.arrive_and_wait();
   HostPoolStats st = pool.stats();

@@ -20,9 +20,8 @@ TEST_P(HostMisuse, DoubleFreeIsRefusedAndThePoolStaysValid) {
   void* keep = pool.allocate(size);
   void* p = pool.allocate(size);
   ASSERT_NE(p, nullptr);
-  ASSERT_EQ(pool.free(p), Status::ok);
-  EXPECT_EQ(pool.free(p), Status::not_live);
-  EXPECT_EQ(HostPool::last_status(), Status::not_live);
+  ASSERT_EQ(pool.deallocate(p), Status::ok);
+  EXPECT_EQ(pool.deallocate(p), Status::not_live);
   EXPECT_NE(std::string(HostPool::last_error()).find("free"), std::string::npos);
   EXPECT_GE(pool.stats().misuse_errors, 1u);
   EXPECT_VALID(pool);
@@ -30,9 +29,9 @@ TEST_P(HostMisuse, DoubleFreeIsRefusedAndThePoolStaysValid) {
   void* a = pool.allocate(size);
   void* b = pool.allocate(size);
   EXPECT_NE(a, b);
-  pool.free(a);
-  pool.free(b);
-  pool.free(keep);
+  pool.deallocate(a);
+  pool.deallocate(b);
+  pool.deallocate(keep);
   EXPECT_EQ(pool.stats().allocated_bytes, 0u);
   EXPECT_VALID(pool);
 }
@@ -50,12 +49,12 @@ TEST_P(HostMisuse, DoubleFreeAcrossThreadsIsRefused) {
   ASSERT_NE(by_other, nullptr);
   ASSERT_NE(by_owner, nullptr);
   Status other_first = Status::bad_argument;
-  std::thread([&] { other_first = pool.free(by_other); }).join();
+  std::thread([&] { other_first = pool.deallocate(by_other); }).join();
   EXPECT_EQ(other_first, Status::ok);
-  EXPECT_EQ(pool.free(by_other), Status::not_live);  // the owner, while the remote free is pending
-  ASSERT_EQ(pool.free(by_owner), Status::ok);
+  EXPECT_EQ(pool.deallocate(by_other), Status::not_live);  // the owner, while the remote free is pending
+  ASSERT_EQ(pool.deallocate(by_owner), Status::ok);
   Status other_second = Status::ok;
-  std::thread([&] { other_second = pool.free(by_owner); }).join();
+  std::thread([&] { other_second = pool.deallocate(by_owner); }).join();
   EXPECT_EQ(other_second, Status::not_live);
   EXPECT_VALID(pool);
   // Refilling collects the remote free; both blocks are handed out once each.
@@ -64,9 +63,9 @@ TEST_P(HostMisuse, DoubleFreeAcrossThreadsIsRefused) {
   for (size_t i = 0; i < again.size(); ++i) {
     for (size_t j = i + 1; j < again.size(); ++j) EXPECT_NE(again[i], again[j]);
   }
-  for (void* q : again) EXPECT_EQ(pool.free(q), Status::ok);
-  EXPECT_EQ(pool.free(again[0]), Status::not_live);
-  EXPECT_EQ(pool.free(keep), Status::ok);
+  for (void* q : again) EXPECT_EQ(pool.deallocate(q), Status::ok);
+  EXPECT_EQ(pool.deallocate(again[0]), Status::not_live);
+  EXPECT_EQ(pool.deallocate(keep), Status::ok);
   EXPECT_EQ(pool.stats().allocated_bytes, 0u);
   EXPECT_VALID(pool);
 }
@@ -74,15 +73,15 @@ TEST_P(HostMisuse, DoubleFreeAcrossThreadsIsRefused) {
 TEST_P(HostMisuse, InteriorPointerIsRefused) {
   HostPool pool(kTestConf);
   const size_t size = GetParam();
-  auto* p = static_cast<char*>(pool.allocate(size));
+  auto* p = static_cast<char*>(pool.allocate(size).ptr);
   ASSERT_NE(p, nullptr);
   for (size_t off : {size_t{1}, size_t{8}, size_t{16}, size / 2}) {
     if (off == 0 || off >= size) continue;
-    EXPECT_EQ(pool.free(p + off), Status::not_live) << off;
+    EXPECT_EQ(pool.deallocate(p + off), Status::not_live) << off;
     EXPECT_EQ(pool.usable_size(p + off), 0u);
   }
   EXPECT_VALID(pool);
-  EXPECT_EQ(pool.free(p), Status::ok);
+  EXPECT_EQ(pool.deallocate(p), Status::ok);
   EXPECT_VALID(pool);
 }
 
@@ -96,22 +95,22 @@ TEST(HostMisuseForeign, PointersThePoolNeverGaveOutAreRefused) {
   void* big = pool.allocate(1 << 20);
   int on_stack = 0;
   void* from_malloc = std::malloc(64);
-  EXPECT_EQ(pool.free(&on_stack), Status::not_live);
-  EXPECT_EQ(pool.free(from_malloc), Status::not_live);
-  EXPECT_EQ(pool.free(reinterpret_cast<void*>(0x1000)), Status::not_live);
+  EXPECT_EQ(pool.deallocate(&on_stack), Status::not_live);
+  EXPECT_EQ(pool.deallocate(from_malloc), Status::not_live);
+  EXPECT_EQ(pool.deallocate(reinterpret_cast<void*>(0x1000)), Status::not_live);
   // Inside the pool but never handed out: past the last carved block of a
   // page, and the header area of a large block.
-  EXPECT_EQ(pool.free(static_cast<char*>(mine) + 64 * 1000), Status::not_live);
-  EXPECT_EQ(pool.free(static_cast<char*>(big) - 64), Status::not_live);
-  EXPECT_EQ(pool.free(static_cast<char*>(big) + (1 << 20) + 4096), Status::not_live);
+  EXPECT_EQ(pool.deallocate(static_cast<char*>(mine) + 64 * 1000), Status::not_live);
+  EXPECT_EQ(pool.deallocate(static_cast<char*>(big) - 64), Status::not_live);
+  EXPECT_EQ(pool.deallocate(static_cast<char*>(big) + (1 << 20) + 4096), Status::not_live);
   EXPECT_FALSE(pool.owns(&on_stack));
   EXPECT_FALSE(pool.owns(from_malloc));
   EXPECT_EQ(pool.stats().misuse_errors, 6u);
   EXPECT_VALID(pool);
   std::free(from_malloc);
-  EXPECT_EQ(pool.free(mine), Status::ok);
-  EXPECT_EQ(pool.free(big), Status::ok);
-  EXPECT_EQ(pool.free(nullptr), Status::ok);
+  EXPECT_EQ(pool.deallocate(mine), Status::ok);
+  EXPECT_EQ(pool.deallocate(big), Status::ok);
+  EXPECT_EQ(pool.deallocate(nullptr), Status::ok);
   EXPECT_VALID(pool);
 }
 
@@ -119,8 +118,8 @@ TEST(HostMisuseForeign, BlockOfAnotherPoolIsForeign) {
   HostPool a(kTestConf), b(kTestConf);
   for (size_t size : {size_t{32}, size_t{20000}, size_t{200000}, size_t{9} << 20}) {
     void* p = a.allocate(size);
-    EXPECT_EQ(b.free(p), Status::not_live) << size;
-    EXPECT_EQ(a.free(p), Status::ok) << size;
+    EXPECT_EQ(b.deallocate(p), Status::not_live) << size;
+    EXPECT_EQ(a.deallocate(p), Status::ok) << size;
   }
   EXPECT_VALID(a);
   EXPECT_VALID(b);
@@ -128,13 +127,13 @@ TEST(HostMisuseForeign, BlockOfAnotherPoolIsForeign) {
 
 TEST(HostMisuseArguments, ZeroSizeBadAlignmentAndTooLarge) {
   HostPool pool(kTestConf);
+  EXPECT_EQ(pool.allocate(0).status, Status::zero_size);
   EXPECT_EQ(pool.allocate(0), nullptr);
-  EXPECT_EQ(HostPool::last_status(), Status::zero_size);
-  EXPECT_EQ(pool.allocate(64, 48), nullptr);
-  EXPECT_EQ(HostPool::last_status(), Status::bad_alignment);
+  const HostAllocation misaligned = pool.allocate(64, 48);
+  EXPECT_EQ(misaligned, nullptr);
+  EXPECT_EQ(misaligned.status, Status::bad_alignment);
   EXPECT_NE(std::string(HostPool::last_error()).find("48"), std::string::npos);
-  EXPECT_EQ(pool.allocate(~size_t{0} - 10), nullptr);
-  EXPECT_EQ(HostPool::last_status(), Status::too_large);
+  EXPECT_EQ(pool.allocate(~size_t{0} - 10).status, Status::too_large);
   EXPECT_VALID(pool);
 }
 
@@ -144,8 +143,9 @@ TEST(HostMisuseArguments, EveryNonPowerOfTwoAlignmentIsRefused) {
   HostPool pool(kTestConf);
   for (const size_t align : {3, 5, 6, 7, 9, 12, 15, 17, 24, 48, 100, 4097}) {
     for (const size_t size : {size_t{1}, size_t{64}, size_t{100} << 10}) {
-      EXPECT_EQ(pool.allocate(size, align), nullptr) << align << "/" << size;
-      EXPECT_EQ(HostPool::last_status(), Status::bad_alignment) << align << "/" << size;
+      const HostAllocation a = pool.allocate(size, align);
+      EXPECT_EQ(a, nullptr) << align << "/" << size;
+      EXPECT_EQ(a.status, Status::bad_alignment) << align << "/" << size;
       EXPECT_NE(std::string(HostPool::last_error()).find("alignment " + std::to_string(align)), std::string::npos)
           << HostPool::last_error();
     }
@@ -157,7 +157,7 @@ TEST(HostMisuseArguments, EveryNonPowerOfTwoAlignmentIsRefused) {
     if (align != 0) {
       EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << align;
     }
-    EXPECT_EQ(pool.free(p), Status::ok);
+    EXPECT_EQ(pool.deallocate(p), Status::ok);
   }
   EXPECT_VALID(pool);
 }
@@ -165,15 +165,15 @@ TEST(HostMisuseArguments, EveryNonPowerOfTwoAlignmentIsRefused) {
 TEST(HostMisuseArguments, ExhaustedPoolSaysSo) {
   HostPool pool(conf("limit=16MiB"));
   std::vector<void*> blocks;
-  void* p = nullptr;
-  while ((p = pool.allocate(1 << 20)) != nullptr) blocks.push_back(p);
-  EXPECT_EQ(HostPool::last_status(), Status::out_of_space);
+  HostAllocation a;
+  while ((a = pool.allocate(1 << 20))) blocks.push_back(a);
+  EXPECT_EQ(a.status, Status::out_of_space);
   EXPECT_NE(std::string(HostPool::last_error()).find("limit"), std::string::npos) << HostPool::last_error();
   EXPECT_GE(blocks.size(), 10u);
   EXPECT_LE(pool.stats().committed_bytes, uint64_t{16} << 20);
   EXPECT_EQ(pool.allocate(9 << 20), nullptr);  // the huge path obeys the limit too
   EXPECT_VALID(pool);
-  for (void* b : blocks) pool.free(b);
+  for (void* b : blocks) pool.deallocate(b);
   EXPECT_NE(pool.allocate(1 << 20), nullptr);  // and recovers once memory is back
 }
 
@@ -192,7 +192,7 @@ TEST(HostMisuseArguments, ConcurrentHugeBlocksNeverPassTheLimit) {
         if (p == nullptr) continue;
         ++served[static_cast<size_t>(t)];
         static_cast<char*>(p)[0] = 1;
-        EXPECT_EQ(pool.free(p), Status::ok);
+        EXPECT_EQ(pool.deallocate(p), Status::ok);
       }
     });
   }

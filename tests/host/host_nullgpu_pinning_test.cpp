@@ -38,11 +38,11 @@ TEST_F(HostNullGpu, PinnedOnRegistersChunksUnderMaxPin) {
       EXPECT_TRUE(pool.is_pinned(p));
       blocks.push_back(p);
     }
-    EXPECT_EQ(pool.pinning_state(), HostPinningState::pinned);
+    EXPECT_EQ(pool.pinning_state(), PinningState::pinned);
     const HostPoolStats st = pool.stats();
     EXPECT_EQ(st.pinned_bytes, nullgpu::pinned_bytes());
     for (const nullgpu::HostRange& r : nullgpu::registered_ranges()) EXPECT_LE(r.bytes, uint64_t{8} << 20);
-    for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::ok);
+    for (void* p : blocks) EXPECT_EQ(pool.deallocate(p), Status::ok);
     std::string why;
     EXPECT_TRUE(pool.validate(&why)) << why;
   }
@@ -52,8 +52,9 @@ TEST_F(HostNullGpu, PinnedOnRegistersChunksUnderMaxPin) {
 TEST_F(HostNullGpu, PinnedOnFailsClearlyAndClearsThePendingError) {
   HostPool pool(conf("pinned=on"));
   nullgpu::fail_nth_call("cudaHostRegister", 1);
-  EXPECT_EQ(pool.allocate(1000), nullptr);
-  EXPECT_EQ(HostPool::last_status(), Status::out_of_space);
+  const HostAllocation a = pool.allocate(1000);
+  EXPECT_EQ(a, nullptr);
+  EXPECT_EQ(a.status, Status::out_of_space);
   EXPECT_NE(std::string(HostPool::last_error()).find("pinned=on"), std::string::npos) << HostPool::last_error();
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // not left for an unrelated later call
   EXPECT_EQ(pool.stats().committed_bytes, 0u);
@@ -61,7 +62,7 @@ TEST_F(HostNullGpu, PinnedOnFailsClearlyAndClearsThePendingError) {
   void* p = pool.allocate(1000);  // the next registration works
   ASSERT_NE(p, nullptr);
   EXPECT_TRUE(pool.is_pinned(p));
-  pool.free(p);
+  pool.deallocate(p);
 }
 
 TEST_F(HostNullGpu, BestEffortServesPageableAndCountsIt) {
@@ -74,8 +75,8 @@ TEST_F(HostNullGpu, BestEffortServesPageableAndCountsIt) {
   const HostPoolStats st = pool.stats();
   EXPECT_EQ(st.pin_failures, 1u);
   EXPECT_EQ(st.pageable_bytes, uint64_t{4} << 20);
-  EXPECT_EQ(pool.pinning_state(), HostPinningState::partially_pinned);
-  pool.free(p);
+  EXPECT_EQ(pool.pinning_state(), PinningState::partially_pinned);
+  pool.deallocate(p);
 }
 
 TEST_F(HostNullGpu, RegistrationBeyondThePinnedLimitFails) {
@@ -88,7 +89,7 @@ TEST_F(HostNullGpu, RegistrationBeyondThePinnedLimitFails) {
   EXPECT_EQ(pool.allocate(10 << 20), nullptr);  // would pass the limit
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   EXPECT_LE(nullgpu::pinned_bytes(), uint64_t{16} << 20);
-  pool.free(a);
+  pool.deallocate(a);
 }
 
 TEST_F(HostNullGpu, NoDriverMeansPageableAndSaysSo) {
@@ -102,9 +103,9 @@ TEST_F(HostNullGpu, NoDriverMeansPageableAndSaysSo) {
   void* p = pool.allocate(1000);
   ASSERT_NE(p, nullptr);
   EXPECT_FALSE(pool.is_pinned(p));
-  EXPECT_EQ(pool.pinning_state(), HostPinningState::pageable_no_gpu);
+  EXPECT_EQ(pool.pinning_state(), PinningState::pageable_no_gpu);
   EXPECT_EQ(nullgpu::calls("cudaHostRegister"), 0u);
-  pool.free(p);
+  pool.deallocate(p);
 }
 
 // ---- pin_thread=on ---------------------------------------------------------------
@@ -148,8 +149,8 @@ TEST_F(HostNullGpu, PinThreadRegistersChunksAhead) {
     EXPECT_EQ(nullgpu::calls("cudaHostRegister"), calls + (st.pin_thread_registrations - 1));
     EXPECT_EQ(st.pinned_bytes, nullgpu::pinned_bytes());
     for (const nullgpu::HostRange& r : nullgpu::registered_ranges()) EXPECT_LE(r.bytes, uint64_t{8} << 20);
-    EXPECT_EQ(pool.free(first), Status::ok);
-    EXPECT_EQ(pool.free(big), Status::ok);
+    EXPECT_EQ(pool.deallocate(first), Status::ok);
+    EXPECT_EQ(pool.deallocate(big), Status::ok);
     std::string why;
     EXPECT_TRUE(pool.validate(&why)) << why;
   }
@@ -179,7 +180,7 @@ TEST_F(HostNullGpu, PinThreadFailureWithPinnedOnIsNeverHandedOut) {
   EXPECT_EQ(st.committed_bytes, 4 * kMiB);  // no unpinned chunk kept
   EXPECT_EQ(st.pinned_bytes, nullgpu::pinned_bytes());
   EXPECT_EQ(st.pinned_bytes, st.committed_bytes);
-  EXPECT_EQ(pool.free(first), Status::ok);
+  EXPECT_EQ(pool.deallocate(first), Status::ok);
   std::string v;
   EXPECT_TRUE(pool.validate(&v)) << v;
 }
@@ -199,9 +200,9 @@ TEST_F(HostNullGpu, PinThreadFailureWithBestEffortIsServedPageable) {
   ASSERT_NE(big, nullptr) << HostPool::last_error();
   EXPECT_FALSE(pool.is_pinned(big));  // it lies over the chunks the thread failed to pin
   EXPECT_FALSE(registered(big, 6 << 20));
-  EXPECT_EQ(pool.pinning_state(), HostPinningState::partially_pinned);
-  EXPECT_EQ(pool.free(first), Status::ok);
-  EXPECT_EQ(pool.free(big), Status::ok);
+  EXPECT_EQ(pool.pinning_state(), PinningState::partially_pinned);
+  EXPECT_EQ(pool.deallocate(first), Status::ok);
+  EXPECT_EQ(pool.deallocate(big), Status::ok);
   std::string why;
   EXPECT_TRUE(pool.validate(&why)) << why;
 }
@@ -221,12 +222,12 @@ TEST_F(HostNullGpu, PinThreadWithThreadsAllocatingRegistersNothingTwice) {
           if (p == nullptr || !pool.is_pinned(p)) ++bad[t];
           if (p != nullptr) live.push_back(p);
           if (live.size() > 6) {
-            if (pool.free(live.front()) != Status::ok) ++bad[t];
+            if (pool.deallocate(live.front()) != Status::ok) ++bad[t];
             live.erase(live.begin());
           }
         }
         for (void* p : live) {
-          if (pool.free(p) != Status::ok) ++bad[t];
+          if (pool.deallocate(p) != Status::ok) ++bad[t];
         }
       });
     }

@@ -29,8 +29,9 @@ TEST(HostPoolOsLimits, SizesNoMemoryCanBackAreRefused) {
   for (const char* config : {"", kTestConf}) {
     HostPool pool(config);
     for (size_t size : {more_than_the_machine(), size_t{64} << 40}) {
-      EXPECT_EQ(pool.allocate(size), nullptr) << config << ": " << size;
-      EXPECT_EQ(HostPool::last_status(), Status::out_of_space) << HostPool::last_error();
+      const HostAllocation a = pool.allocate(size);
+      EXPECT_EQ(a, nullptr) << config << ": " << size;
+      EXPECT_EQ(a.status, Status::out_of_space) << HostPool::last_error();
       // Refused by the overcommit heuristic ("memory and swap"), or before that
       // for want of address space (under TSan, whose layout leaves no room).
       const std::string why = HostPool::last_error();
@@ -41,7 +42,7 @@ TEST(HostPoolOsLimits, SizesNoMemoryCanBackAreRefused) {
     EXPECT_EQ(pool.stats().committed_bytes, 0u);
     void* p = pool.allocate(100 << 20);  // still serves what fits
     ASSERT_NE(p, nullptr) << HostPool::last_error();
-    EXPECT_EQ(pool.free(p), Status::ok);
+    EXPECT_EQ(pool.deallocate(p), Status::ok);
     EXPECT_VALID(pool);
   }
 }
@@ -49,8 +50,11 @@ TEST(HostPoolOsLimits, SizesNoMemoryCanBackAreRefused) {
 TEST(HostPoolOsLimits, CApiRefusesSizesNoMemoryCanBack) {
   unipool_host_pool_t* pool = unipool_host_default();
   ASSERT_NE(pool, nullptr);
-  EXPECT_EQ(unipool_host_alloc(pool, more_than_the_machine()), nullptr);
-  EXPECT_EQ(unipool_host_alloc(pool, size_t{64} << 40), nullptr);
+  for (size_t size : {more_than_the_machine(), size_t{64} << 40}) {
+    void* p = reinterpret_cast<void*>(0x1);
+    EXPECT_EQ(unipool_host_alloc(pool, size, &p), UNIPOOL_OUT_OF_SPACE) << size;
+    EXPECT_EQ(p, nullptr);
+  }
 }
 
 // Under an address-space limit (prlimit --as) a pool with the default
@@ -83,7 +87,7 @@ TEST(HostPoolOsLimits, DISABLED_ServeInThisProcess) {
       blocks.push_back(p);
     }
   }
-  for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::ok);
+  for (void* p : blocks) EXPECT_EQ(pool.deallocate(p), Status::ok);
   EXPECT_VALID(pool);
 }
 

@@ -56,10 +56,10 @@ TEST(HostPinThread, PinsChunksAheadSoTheAllocatingThreadRegistersNothing) {
     EXPECT_EQ(st.pinned_bytes, st.committed_bytes);
     EXPECT_EQ(pinner_state().pinned(), st.pinned_bytes);
     EXPECT_EQ(pinner_state().overlaps, 0u);
-    EXPECT_EQ(pool.pinning_state(), HostPinningState::pinned);
+    EXPECT_EQ(pool.pinning_state(), PinningState::pinned);
     EXPECT_VALID(pool);
-    EXPECT_EQ(pool.free(first), Status::ok);
-    EXPECT_EQ(pool.free(big), Status::ok);
+    EXPECT_EQ(pool.deallocate(first), Status::ok);
+    EXPECT_EQ(pool.deallocate(big), Status::ok);
   }
   // The pool's destruction joins the thread and unregisters everything,
   // the chunks it pinned ahead included, and only what was registered.
@@ -72,11 +72,12 @@ TEST(HostPinThread, TheCAbiWaitsForTheThreadAndReportsItsCounts) {
   unipool_host_pool_t* pool = nullptr;
   ASSERT_EQ(unipool_host_create(conf("pinned=on,pin_thread=on,chunk=4MiB,max_pin=64MiB").c_str(), &pool),
             UNIPOOL_OK);
-  void* first = unipool_host_alloc(pool, 1 << 20);
-  ASSERT_NE(first, nullptr) << unipool_last_error();
+  void* first = nullptr;
+  ASSERT_EQ(unipool_host_alloc(pool, 1 << 20, &first), UNIPOOL_OK) << unipool_last_error();
   unipool_host_wait_for_pinning(pool);
-  unipool_host_stats_t st;
-  ASSERT_EQ(unipool_host_get_stats(pool, &st), UNIPOOL_OK);
+  unipool_host_stats_t st{};
+  st.size = sizeof(st);
+  ASSERT_EQ(unipool_host_stats(pool, &st), UNIPOOL_OK);
   // As through the C++ API: this thread's chunk, then 8 MiB from the thread.
   EXPECT_EQ(st.pin_registrations, 2u);
   EXPECT_EQ(st.pin_thread_registrations, 1u);
@@ -109,7 +110,7 @@ TEST(HostPinThread, SmallBlocksGetTheirSegmentsFromChunksPinnedAhead) {
   EXPECT_EQ(inline_registrations(st), before);
   EXPECT_EQ(st.pinned_bytes, st.committed_bytes);
   EXPECT_EQ(pinner_state().pinned(), st.pinned_bytes);
-  for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::ok);
+  for (void* p : blocks) EXPECT_EQ(pool.deallocate(p), Status::ok);
   EXPECT_VALID(pool);
 }
 
@@ -138,8 +139,8 @@ TEST(HostPinThread, PinnedOnDropsAChunkTheThreadFailedToPin) {
   EXPECT_EQ(st.pin_thread_registrations, 1u);
   EXPECT_EQ(st.pinned_bytes, st.committed_bytes);
   EXPECT_EQ(pinner_state().pinned(), st.pinned_bytes);
-  EXPECT_EQ(pool.free(first), Status::ok);
-  EXPECT_EQ(pool.free(big), Status::ok);
+  EXPECT_EQ(pool.deallocate(first), Status::ok);
+  EXPECT_EQ(pool.deallocate(big), Status::ok);
   EXPECT_VALID(pool);
 }
 
@@ -150,8 +151,9 @@ TEST(HostPinThread, PinnedOnFailsClearlyWhenNobodyCanPin) {
   void* first = pool.allocate(1 << 20);
   ASSERT_NE(first, nullptr) << HostPool::last_error();
   pool.wait_for_pinning();
-  EXPECT_EQ(pool.allocate(6 << 20), nullptr);
-  EXPECT_EQ(HostPool::last_status(), Status::out_of_space);
+  const HostAllocation refused = pool.allocate(6 << 20);
+  EXPECT_EQ(refused, nullptr);
+  EXPECT_EQ(refused.status, Status::out_of_space);
   const std::string why = HostPool::last_error();
   EXPECT_NE(why.find("pinned=on"), std::string::npos) << why;
   EXPECT_NE(why.find("injected"), std::string::npos) << why;
@@ -161,7 +163,7 @@ TEST(HostPinThread, PinnedOnFailsClearlyWhenNobodyCanPin) {
   EXPECT_EQ(st.committed_bytes, 4 * kMiB);
   EXPECT_EQ(st.pinned_bytes, st.committed_bytes);
   EXPECT_EQ(pinner_state().pinned(), st.pinned_bytes);
-  EXPECT_EQ(pool.free(first), Status::ok);
+  EXPECT_EQ(pool.deallocate(first), Status::ok);
   EXPECT_VALID(pool);
 }
 
@@ -178,7 +180,7 @@ TEST(HostPinThread, BestEffortServesTheThreadsFailedChunkPageableAndCountsIt) {
   EXPECT_EQ(st.committed_bytes, 12 * kMiB);
   EXPECT_EQ(st.pinned_bytes, 4 * kMiB);
   EXPECT_EQ(st.pageable_bytes, 8 * kMiB);
-  EXPECT_EQ(pool.pinning_state(), HostPinningState::partially_pinned);
+  EXPECT_EQ(pool.pinning_state(), PinningState::partially_pinned);
   // A block over the pageable chunks is served, and says it is not pinned.
   void* big = pool.allocate(6 << 20);
   ASSERT_NE(big, nullptr) << HostPool::last_error();
@@ -187,8 +189,8 @@ TEST(HostPinThread, BestEffortServesTheThreadsFailedChunkPageableAndCountsIt) {
   st = pool.stats();
   EXPECT_EQ(inline_registrations(st), 1u);
   EXPECT_EQ(pinner_state().pinned(), st.pinned_bytes);
-  EXPECT_EQ(pool.free(first), Status::ok);
-  EXPECT_EQ(pool.free(big), Status::ok);
+  EXPECT_EQ(pool.deallocate(first), Status::ok);
+  EXPECT_EQ(pool.deallocate(big), Status::ok);
   EXPECT_VALID(pool);
 }
 
@@ -200,9 +202,9 @@ TEST(HostPinThread, WithoutAGpuThereIsNoThreadAndNothingIsPinned) {
   ASSERT_NE(p, nullptr);
   pool.wait_for_pinning();  // returns at once: no thread
   EXPECT_FALSE(pool.is_pinned(p));
-  EXPECT_EQ(pool.pinning_state(), HostPinningState::pageable_no_gpu);
+  EXPECT_EQ(pool.pinning_state(), PinningState::pageable_no_gpu);
   EXPECT_EQ(pinner_state().calls, 0u);
-  EXPECT_EQ(pool.free(p), Status::ok);
+  EXPECT_EQ(pool.deallocate(p), Status::ok);
 }
 
 // Many threads allocate and free blocks of every size path while the
@@ -236,9 +238,9 @@ void run_threads_with_pin_thread(const std::string& extra, uint64_t limit) {
           const uint64_t r = rng();
           const size_t n = r % 4 == 0 ? (size_t{1} << 20) + (r >> 8) % (5 << 20)  // large
                                       : 16 + (r >> 8) % 40000;                    // small and middle
-          void* p = pool.allocate(n);
+          const HostAllocation p = pool.allocate(n);
           if (p == nullptr) {
-            if (limit == 0 || HostPool::last_status() != Status::out_of_space) ++corrupt[t];
+            if (limit == 0 || p.status != Status::out_of_space) ++corrupt[t];
             ++refused[t];
           } else {
             if (!pool.is_pinned(p)) ++unpinned[t];
@@ -249,13 +251,13 @@ void run_threads_with_pin_thread(const std::string& extra, uint64_t limit) {
           if (live.size() > 8 || (!live.empty() && r % 3 == 0)) {
             const size_t k = (r >> 40) % live.size();
             if (!intact(live[k].p, live[k].n < 4096 ? live[k].n : 4096, live[k].tag)) ++corrupt[t];
-            if (pool.free(live[k].p) != Status::ok) ++corrupt[t];
+            if (pool.deallocate(live[k].p) != Status::ok) ++corrupt[t];
             live[k] = live.back();
             live.pop_back();
           }
         }
         for (const Live& l : live) {
-          if (pool.free(l.p) != Status::ok) ++corrupt[t];
+          if (pool.deallocate(l.p) != Status::ok) ++corrupt[t];
         }
       });
     }
@@ -267,7 +269,7 @@ void run_threads_with_pin_thread(const std::string& extra, uint64_t limit) {
         EXPECT_EQ(refused[t], 0) << "thread " << t;
       }
     }
-    EXPECT_EQ(pool.free(warm), Status::ok);
+    EXPECT_EQ(pool.deallocate(warm), Status::ok);
     pool.wait_for_pinning();
     EXPECT_VALID(pool);
     pool.trim();

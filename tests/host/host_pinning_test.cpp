@@ -30,9 +30,9 @@ TEST(HostPinning, PinnedOnPinsEveryChunkInPiecesOfAtMostMaxPin) {
     EXPECT_LE(pinner_state().largest, uint64_t{8} << 20);
     EXPECT_GT(st.pin_registrations, 3u);  // the 20 MiB block alone needs 3
     EXPECT_EQ(pinner_state().overlaps, 0u);
-    EXPECT_EQ(pool.pinning_state(), HostPinningState::pinned);
+    EXPECT_EQ(pool.pinning_state(), PinningState::pinned);
     EXPECT_VALID(pool);
-    for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::ok);
+    for (void* p : blocks) EXPECT_EQ(pool.deallocate(p), Status::ok);
   }
   // Destroying the pool unregisters every registration it made, and only those.
   EXPECT_EQ(pinner_state().pinned(), 0u);
@@ -44,8 +44,9 @@ TEST(HostPinning, PinnedOnFailsClearlyWhenRegistrationFails) {
   HostPool pool(conf("pinned=on"));
   pinner_state().fail_from = 1;
   for (size_t size : {size_t{64}, size_t{100000}, size_t{9} << 20}) {
-    EXPECT_EQ(pool.allocate(size), nullptr) << size;
-    EXPECT_EQ(HostPool::last_status(), Status::out_of_space);
+    const HostAllocation a = pool.allocate(size);
+    EXPECT_EQ(a, nullptr) << size;
+    EXPECT_EQ(a.status, Status::out_of_space);
     const std::string why = HostPool::last_error();
     EXPECT_NE(why.find("pinned=on"), std::string::npos) << why;
     EXPECT_NE(why.find("injected"), std::string::npos) << why;
@@ -60,7 +61,7 @@ TEST(HostPinning, PinnedOnFailsClearlyWhenRegistrationFails) {
   void* p = pool.allocate(64);
   ASSERT_NE(p, nullptr);
   EXPECT_TRUE(pool.is_pinned(p));
-  pool.free(p);
+  pool.deallocate(p);
   EXPECT_VALID(pool);
 }
 
@@ -74,7 +75,7 @@ TEST(HostPinning, BestEffortServesPageableAndCountsIt) {
   HostPoolStats st = pool.stats();
   EXPECT_EQ(st.pin_failures, 1u);
   EXPECT_EQ(st.pageable_bytes, uint64_t{4} << 20);
-  EXPECT_EQ(pool.pinning_state(), HostPinningState::partially_pinned);
+  EXPECT_EQ(pool.pinning_state(), PinningState::partially_pinned);
   // Later chunks pin fine and their blocks say so.
   void* later = pool.allocate(6 << 20);  // from new chunks only
   ASSERT_NE(later, nullptr);
@@ -88,11 +89,11 @@ TEST(HostPinning, BestEffortServesPageableAndCountsIt) {
   EXPECT_FALSE(pool.is_pinned(huge));
   EXPECT_EQ(pool.stats().pin_failures, 2u);
   EXPECT_GE(pool.stats().pageable_bytes, (uint64_t{4} << 20) + (uint64_t{9} << 20));
-  pool.free(huge);
+  pool.deallocate(huge);
   pool.trim();
   EXPECT_EQ(pool.stats().pageable_bytes, uint64_t{4} << 20);
-  pool.free(first);
-  pool.free(later);
+  pool.deallocate(first);
+  pool.deallocate(later);
   EXPECT_VALID(pool);
 }
 
@@ -100,14 +101,14 @@ TEST(HostPinning, WithoutAGpuBestEffortRunsPageableAndSaysSo) {
   UseTestPinner use;
   pinner_state().available = false;
   HostPool pool(conf("pinned=best_effort"));
-  EXPECT_EQ(pool.pinning_state(), HostPinningState::pageable_no_gpu);  // before any allocation too
+  EXPECT_EQ(pool.pinning_state(), PinningState::pageable_no_gpu);  // before any allocation too
   void* p = pool.allocate(1000);
   ASSERT_NE(p, nullptr);
   EXPECT_FALSE(pool.is_pinned(p));
-  EXPECT_EQ(pool.pinning_state(), HostPinningState::pageable_no_gpu);
+  EXPECT_EQ(pool.pinning_state(), PinningState::pageable_no_gpu);
   EXPECT_EQ(pinner_state().calls, 0u);
   EXPECT_EQ(pool.stats().pinned_bytes, 0u);
-  pool.free(p);
+  pool.deallocate(p);
 }
 
 TEST(HostPinning, WithoutAGpuPinnedOnRefusesEverySizeAndSaysWhy) {
@@ -115,7 +116,7 @@ TEST(HostPinning, WithoutAGpuPinnedOnRefusesEverySizeAndSaysWhy) {
   UseTestPinner use;
   pinner_state().available = false;
   HostPool pool(conf("pinned=on"));
-  EXPECT_EQ(pool.pinning_state(), HostPinningState::pageable_no_gpu);
+  EXPECT_EQ(pool.pinning_state(), PinningState::pageable_no_gpu);
   for (const size_t size : {size_t{16}, size_t{1000}, size_t{100} << 10, size_t{8} << 20, size_t{64} << 20}) {
     EXPECT_EQ(pool.allocate(size), nullptr) << size;
     const std::string why = HostPool::last_error();
@@ -128,10 +129,10 @@ TEST(HostPinning, WithoutAGpuPinnedOnRefusesEverySizeAndSaysWhy) {
 TEST(HostPinning, PinnedOffNeverCallsThePinner) {
   UseTestPinner use;
   HostPool pool(kTestConf);
-  pool.free(pool.allocate(1000));
-  pool.free(pool.allocate(9 << 20));
+  pool.deallocate(pool.allocate(1000));
+  pool.deallocate(pool.allocate(9 << 20));
   EXPECT_EQ(pinner_state().calls, 0u);
-  EXPECT_EQ(pool.pinning_state(), HostPinningState::pageable);
+  EXPECT_EQ(pool.pinning_state(), PinningState::pageable);
 }
 
 TEST(HostPinning, PinnedArenasAreNotDecommitted) {
@@ -139,7 +140,7 @@ TEST(HostPinning, PinnedArenasAreNotDecommitted) {
   HostPool pool(conf("pinned=on,retain=0"));
   void* p = pool.allocate(6 << 20);
   const uint64_t committed = pool.stats().committed_bytes;
-  pool.free(p);
+  pool.deallocate(p);
   pool.trim();
   EXPECT_EQ(pool.stats().committed_bytes, committed);  // re-pinning costs ~0.1 s/GB
   EXPECT_EQ(pool.stats().pinned_bytes, committed);

@@ -17,7 +17,7 @@ uint64_t kept_after_free(const char* policy) {
   HostPool pool(conf(std::string("thread_cache=") + policy));
   std::vector<void*> v;
   for (int i = 0; i < 20000; ++i) v.push_back(pool.allocate(1000));  // ~300 pages of one class
-  for (void* p : v) pool.free(p);
+  for (void* p : v) pool.deallocate(p);
   std::string why;
   EXPECT_TRUE(pool.validate(&why)) << why;
   const HostPoolStats st = pool.stats();
@@ -49,12 +49,12 @@ uint64_t committed_growth_of_second_thread(const char* policy) {
       a_blocks.push_back(pool.allocate(1000));
       fill(a_blocks.back(), 1000, static_cast<uint8_t>(i));
     }
-    for (int i = 0; i < kBlocks; i += 2) ASSERT_EQ(pool.free(a_blocks[static_cast<size_t>(i)]), Status::ok);
+    for (int i = 0; i < kBlocks; i += 2) ASSERT_EQ(pool.deallocate(a_blocks[static_cast<size_t>(i)]), Status::ok);
     sync.arrive_and_wait();  // B runs now
     sync.arrive_and_wait();
     for (int i = 1; i < kBlocks; i += 2) {
       EXPECT_TRUE(intact(a_blocks[static_cast<size_t>(i)], 1000, static_cast<uint8_t>(i)));
-      ASSERT_EQ(pool.free(a_blocks[static_cast<size_t>(i)]), Status::ok);
+      ASSERT_EQ(pool.deallocate(a_blocks[static_cast<size_t>(i)]), Status::ok);
     }
   });
   std::thread b([&] {
@@ -68,7 +68,7 @@ uint64_t committed_growth_of_second_thread(const char* policy) {
     sync.arrive_and_wait();
     for (int i = 0; i < kBlocks / 2; ++i) {
       EXPECT_TRUE(intact(b_blocks[static_cast<size_t>(i)], 1000, static_cast<uint8_t>(i + 7)));
-      ASSERT_EQ(pool.free(b_blocks[static_cast<size_t>(i)]), Status::ok);
+      ASSERT_EQ(pool.deallocate(b_blocks[static_cast<size_t>(i)]), Status::ok);
     }
   });
   a.join();
@@ -95,7 +95,7 @@ TEST(HostPolicy, NoneServesEverythingFromTheSharedLists) {
   HostPoolStats st = pool.stats();
   EXPECT_GT(st.small_blocks + st.middle_blocks, 0u);
   EXPECT_VALID(pool);
-  for (void* p : v) ASSERT_EQ(pool.free(p), Status::ok);
+  for (void* p : v) ASSERT_EQ(pool.deallocate(p), Status::ok);
   EXPECT_EQ(pool.stats().allocated_bytes, 0u);
   EXPECT_VALID(pool);
 }
@@ -106,7 +106,7 @@ TEST(HostPolicy, FreedArenaChunksAreDecommittedPastRetain) {
   for (int i = 0; i < 16; ++i) v.push_back(pool.allocate(2 << 20));
   const uint64_t before = pool.stats().committed_bytes;
   EXPECT_GE(before, uint64_t{32} << 20);
-  for (void* p : v) pool.free(p);
+  for (void* p : v) pool.deallocate(p);
   const uint64_t after = pool.stats().committed_bytes;
   EXPECT_LT(after, before / 2);
   EXPECT_VALID(pool);
@@ -116,7 +116,7 @@ TEST(HostPolicy, FreedArenaChunksAreDecommittedPastRetain) {
   fill(p, 20 << 20, 1);
   EXPECT_TRUE(intact(p, 20 << 20, 1));
   EXPECT_VALID(pool);
-  pool.free(p);
+  pool.deallocate(p);
 }
 
 TEST(HostPolicy, TrimReturnsCachedMemory) {
@@ -124,7 +124,7 @@ TEST(HostPolicy, TrimReturnsCachedMemory) {
   std::vector<void*> v;
   for (int i = 0; i < 16; ++i) v.push_back(pool.allocate(2 << 20));
   for (int i = 0; i < 5000; ++i) v.push_back(pool.allocate(100));
-  for (void* p : v) pool.free(p);
+  for (void* p : v) pool.deallocate(p);
   const uint64_t before = pool.stats().committed_bytes;
   pool.trim();
   const HostPoolStats st = pool.stats();
@@ -137,15 +137,15 @@ TEST(HostPolicy, FlushThreadCacheHandsPagesToTheSharedLists) {
   HostPool pool(conf("thread_cache=unlimited"));
   std::vector<void*> v;
   for (int i = 0; i < 3000; ++i) v.push_back(pool.allocate(64));
-  for (size_t i = 0; i < v.size(); i += 2) pool.free(v[i]);
+  for (size_t i = 0; i < v.size(); i += 2) pool.deallocate(v[i]);
   pool.flush_thread_cache();
   EXPECT_VALID(pool);
-  for (size_t i = 1; i < v.size(); i += 2) ASSERT_EQ(pool.free(v[i]), Status::ok);
+  for (size_t i = 1; i < v.size(); i += 2) ASSERT_EQ(pool.deallocate(v[i]), Status::ok);
   EXPECT_EQ(pool.stats().allocated_bytes, 0u);
   EXPECT_VALID(pool);
   void* p = pool.allocate(64);  // adopts a shared page again
   EXPECT_NE(p, nullptr);
-  pool.free(p);
+  pool.deallocate(p);
   EXPECT_VALID(pool);
 }
 
@@ -155,7 +155,7 @@ TEST(HostPolicy, TransparentHugePagesAndFirstTouch) {
   ASSERT_NE(p, nullptr);
   fill(p, 3 << 20, 2);
   EXPECT_TRUE(intact(p, 3 << 20, 2));
-  pool.free(p);
+  pool.deallocate(p);
   EXPECT_VALID(pool);
 }
 
@@ -169,8 +169,8 @@ TEST(HostPolicy, HugetlbFallsBackToNormalPagesAndCountsIt) {
   // Either the system has hugetlbfs pages or every commit fell back.
   const HostPoolStats st = pool.stats();
   SCOPED_TRACE(st.hugetlb_fallbacks);
-  pool.free(p);
-  pool.free(q);
+  pool.deallocate(p);
+  pool.deallocate(q);
   EXPECT_VALID(pool);
 }
 
@@ -182,7 +182,7 @@ TEST(HostPolicy, NumaBindingToNodeZeroAndAClearErrorForAMissingNode) {
       // Containers may forbid mbind: then the error names it.
       EXPECT_NE(std::string(HostPool::last_error()).find("mbind"), std::string::npos) << HostPool::last_error();
     } else {
-      pool.free(p);
+      pool.deallocate(p);
     }
   }
   HostPool pool(conf("numa_node=1000"));

@@ -45,7 +45,7 @@ TEST_P(HostSizePath, AllocatesDistinctUsableBlocksAndReturnsEveryByte) {
   EXPECT_GE(st.allocated_bytes, n * size);
   EXPECT_GE(st.requested_bytes, n * size);
   EXPECT_VALID(pool);
-  for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::ok);
+  for (void* p : blocks) EXPECT_EQ(pool.deallocate(p), Status::ok);
   st = pool.stats();
   EXPECT_EQ(st.allocated_bytes, 0u);
   EXPECT_EQ(st.requested_bytes, 0u);
@@ -70,7 +70,7 @@ TEST(HostPool, SmallAndMiddleBlocksUseSizeClassesWithBoundedWaste) {
     EXPECT_GE(usable, size);
     // Four classes per power of two: at most 25% over (16 B minimum).
     EXPECT_LE(usable, std::max<size_t>(16, size + size / 4 + 15)) << size;
-    ASSERT_EQ(pool.free(p), Status::ok);
+    ASSERT_EQ(pool.deallocate(p), Status::ok);
   }
   EXPECT_VALID(pool);
 }
@@ -86,7 +86,7 @@ TEST(HostPool, LargeBlocksAreExactSizeNotPowerOfTwo) {
   EXPECT_EQ(st.large_blocks, 1u);
   EXPECT_EQ(st.requested_bytes, size);
   EXPECT_LT(st.allocated_bytes, size + 256);
-  EXPECT_EQ(pool.free(p), Status::ok);
+  EXPECT_EQ(pool.deallocate(p), Status::ok);
   EXPECT_VALID(pool);
 }
 
@@ -96,11 +96,11 @@ TEST(HostPool, FreedLargeBlockIsReusedForTheSameSize) {
   void* b = pool.allocate(100000);
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
-  ASSERT_EQ(pool.free(a), Status::ok);
+  ASSERT_EQ(pool.deallocate(a), Status::ok);
   void* c = pool.allocate(100000);
   EXPECT_EQ(c, a);
-  pool.free(b);
-  pool.free(c);
+  pool.deallocate(b);
+  pool.deallocate(c);
   EXPECT_VALID(pool);
 }
 
@@ -111,7 +111,7 @@ TEST(HostPool, HugeBlocksGoBackToTheOsThroughASmallCache) {
   ASSERT_NE(a, nullptr);
   fill(a, size, 3);
   const uint64_t committed = pool.stats().committed_bytes;
-  ASSERT_EQ(pool.free(a), Status::ok);
+  ASSERT_EQ(pool.deallocate(a), Status::ok);
   HostPoolStats st = pool.stats();
   EXPECT_EQ(st.committed_bytes, committed);  // cached
   EXPECT_GE(st.cached_bytes, size);
@@ -121,9 +121,9 @@ TEST(HostPool, HugeBlocksGoBackToTheOsThroughASmallCache) {
   // Three freed mappings, a cache of two: the oldest is unmapped.
   void* c = pool.allocate(size);
   void* d = pool.allocate(size);
-  pool.free(b);
-  pool.free(c);
-  pool.free(d);
+  pool.deallocate(b);
+  pool.deallocate(c);
+  pool.deallocate(d);
   st = pool.stats();
   EXPECT_EQ(st.cached_bytes - (st.cached_bytes % size), 2 * size);
   pool.trim();
@@ -147,7 +147,7 @@ TEST(HostPool, AnyPowerOfTwoAlignmentOnEveryPath) {
     }
   }
   EXPECT_VALID(pool);
-  for (void* p : blocks) EXPECT_EQ(pool.free(p), Status::ok);
+  for (void* p : blocks) EXPECT_EQ(pool.deallocate(p), Status::ok);
   EXPECT_EQ(pool.stats().allocated_bytes, 0u);
   EXPECT_VALID(pool);
 }
@@ -180,7 +180,7 @@ TEST(HostPool, AlignmentsAboveASegmentAreServedAlignedAndFreed) {
         fill(last, edge, 5);
         EXPECT_TRUE(intact(p, edge, 3) || last == p);
         EXPECT_TRUE(intact(last, edge, 5));
-        EXPECT_EQ(pool.free(p), Status::ok) << config << ": " << size << " / " << align << ": "
+        EXPECT_EQ(pool.deallocate(p), Status::ok) << config << ": " << size << " / " << align << ": "
                                             << HostPool::last_error();
       }
       EXPECT_VALID(pool);
@@ -196,7 +196,7 @@ TEST(HostPool, Alignment64UsesTheClassesNotLargeBlocks) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
   EXPECT_EQ(pool.usable_size(p), 128u);
   EXPECT_EQ(pool.stats().large_blocks, 0u);
-  pool.free(p);
+  pool.deallocate(p);
 }
 
 TEST(HostPool, RandomMixKeepsContentsAndAccounting) {
@@ -224,7 +224,7 @@ TEST(HostPool, RandomMixKeepsContentsAndAccounting) {
     } else {
       const size_t k = rng.below(live.size());
       ASSERT_TRUE(intact(live[k].p, live[k].size, live[k].tag));
-      ASSERT_EQ(pool.free(live[k].p), Status::ok);
+      ASSERT_EQ(pool.deallocate(live[k].p), Status::ok);
       live[k] = live.back();
       live.pop_back();
     }
@@ -232,7 +232,7 @@ TEST(HostPool, RandomMixKeepsContentsAndAccounting) {
   EXPECT_VALID(pool);
   for (const Live& l : live) {
     ASSERT_TRUE(intact(l.p, l.size, l.tag));
-    ASSERT_EQ(pool.free(l.p), Status::ok);
+    ASSERT_EQ(pool.deallocate(l.p), Status::ok);
   }
   const HostPoolStats st = pool.stats();
   EXPECT_EQ(st.allocated_bytes, 0u);
@@ -249,12 +249,12 @@ TEST(HostPool, StatsAddUpAndPeaksReset) {
             st.committed_bytes);
   EXPECT_GT(st.committed_bytes, 0u);
   EXPECT_GE(st.reserved_bytes, st.committed_bytes);
-  for (void* p : blocks) pool.free(p);
+  for (void* p : blocks) pool.deallocate(p);
   // A page refill folds the freed bytes into the gauges.
-  pool.free(pool.allocate(48));
+  pool.deallocate(pool.allocate(48));
   const uint64_t peak = pool.stats().peak_allocated_bytes;
   EXPECT_GT(peak, 0u);
-  pool.reset_peaks();
+  pool.reset_peak_stats();
   st = pool.stats();
   EXPECT_LT(st.peak_allocated_bytes, peak);
   uint64_t refills = 0;
@@ -270,9 +270,9 @@ TEST(HostPool, SeveralPoolsAreIndependent) {
   EXPECT_TRUE(a.owns(p));
   EXPECT_FALSE(a.owns(q));
   EXPECT_FALSE(b.owns(p));
-  EXPECT_EQ(b.free(p), Status::not_live);  // p is a's
-  EXPECT_EQ(a.free(p), Status::ok);
-  EXPECT_EQ(b.free(q), Status::ok);
+  EXPECT_EQ(b.deallocate(p), Status::not_live);  // p is a's
+  EXPECT_EQ(a.deallocate(p), Status::ok);
+  EXPECT_EQ(b.deallocate(q), Status::ok);
   EXPECT_VALID(a);
   EXPECT_VALID(b);
 }
@@ -282,7 +282,7 @@ TEST(HostPool, DefaultPoolIsUsable) {
   void* p = pool.allocate(1000);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(&pool, HostPool::default_pool_nothrow());
-  EXPECT_EQ(pool.free(p), Status::ok);
+  EXPECT_EQ(pool.deallocate(p), Status::ok);
 }
 
 }  // namespace

@@ -93,14 +93,14 @@ TEST_P(HostProducerConsumer, CrossThreadFreesLoseNoByte) {
         if (rng.below(4) == 0) {
           local.push_back(p);
           if (local.size() > 32) {
-            pool.free(local.front());
+            pool.deallocate(local.front());
             local.erase(local.begin());
           }
         } else {
           channel.push({p, n, tag});
         }
       }
-      for (void* p : local) pool.free(p);
+      for (void* p : local) pool.deallocate(p);
     });
   }
   for (int t = 0; t < consumers; ++t) {
@@ -108,10 +108,10 @@ TEST_P(HostProducerConsumer, CrossThreadFreesLoseNoByte) {
       Channel::Item item{};
       while (channel.pop(&item)) {
         if (!intact(item.p, item.size, item.tag)) corrupt.fetch_add(1);
-        if (pool.free(item.p) != Status::ok) corrupt.fetch_add(1);
+        if (pool.deallocate(item.p) != Status::ok) corrupt.fetch_add(1);
         // Consumers allocate too, so their heaps see remote frees back.
         void* q = pool.allocate(item.size + 1);
-        if (q) pool.free(q);
+        if (q) pool.deallocate(q);
       }
     });
   }
@@ -154,7 +154,7 @@ TEST(HostThreads, ThreadChurnGivesCachedMemoryBack) {
             std::lock_guard lock(m);
             survivors.push_back(mine[i]);
           } else {
-            pool.free(mine[i]);
+            pool.deallocate(mine[i]);
           }
         }
       });
@@ -166,7 +166,7 @@ TEST(HostThreads, ThreadChurnGivesCachedMemoryBack) {
   HostPoolStats st = pool.stats();
   EXPECT_GT(st.allocated_bytes, 0u);
   EXPECT_VALID(pool);
-  for (void* p : survivors) ASSERT_EQ(pool.free(p), Status::ok);
+  for (void* p : survivors) ASSERT_EQ(pool.deallocate(p), Status::ok);
   st = pool.stats();
   EXPECT_EQ(st.allocated_bytes, 0u);
   // Everything the threads cached is back in segments or arenas: only the
@@ -186,7 +186,7 @@ TEST(HostThreads, ExitedThreadsPagesAreReusedNotLeaked) {
     std::thread([&] {
       std::vector<void*> v;
       for (int i = 0; i < 2000; ++i) v.push_back(pool.allocate(100));
-      for (void* p : v) pool.free(p);
+      for (void* p : v) pool.deallocate(p);
     }).join();
     if (round == 0) committed_after_first = pool.stats().committed_bytes;
   }
@@ -201,14 +201,14 @@ TEST(HostThreads, FreeOnAnotherThreadAfterOwnerExited) {
     for (int i = 0; i < 1000; ++i) blocks.push_back(pool.allocate(static_cast<size_t>(16 + i % 3000)));
   }).join();
   EXPECT_VALID(pool);
-  for (void* p : blocks) ASSERT_EQ(pool.free(p), Status::ok);
+  for (void* p : blocks) ASSERT_EQ(pool.deallocate(p), Status::ok);
   EXPECT_EQ(pool.stats().allocated_bytes, 0u);
   EXPECT_VALID(pool);
   // The shared pages are adopted by a new thread's heap.
   std::thread([&] {
     void* p = pool.allocate(16);
     EXPECT_NE(p, nullptr);
-    pool.free(p);
+    pool.deallocate(p);
   }).join();
   EXPECT_VALID(pool);
 }

@@ -42,7 +42,7 @@ TEST(HostZeroed, FreshLargeBlockIsNotClearedAndReadsZero) {
   EXPECT_EQ(pool.stats().large_blocks, 1u);
   EXPECT_LT(faults, 512u);  // the header's page and the pool's own metadata
   EXPECT_TRUE(all_zero(p, size));
-  EXPECT_EQ(pool.free(p), Status::ok);
+  EXPECT_EQ(pool.deallocate(p), Status::ok);
   EXPECT_VALID(pool);
 }
 
@@ -52,11 +52,11 @@ TEST(HostZeroed, ReusedLargeBlockIsCleared) {
   void* a = pool.allocate(size);
   ASSERT_NE(a, nullptr);
   std::memset(a, 0xAB, size);
-  ASSERT_EQ(pool.free(a), Status::ok);
+  ASSERT_EQ(pool.deallocate(a), Status::ok);
   void* b = pool.allocate_zeroed(size);
   ASSERT_EQ(b, a);  // the same range, dirty until cleared
   EXPECT_TRUE(all_zero(b, size));
-  EXPECT_EQ(pool.free(b), Status::ok);
+  EXPECT_EQ(pool.deallocate(b), Status::ok);
   EXPECT_VALID(pool);
 }
 
@@ -70,12 +70,12 @@ TEST(HostZeroed, HugeMappingsAreClearedOnlyWhenTakenFromTheCache) {
   EXPECT_LT(faults, 512u);  // a new mapping: 4096 pages if it were cleared
   EXPECT_TRUE(all_zero(a, size));
   std::memset(a, 0xCD, size);
-  ASSERT_EQ(pool.free(a), Status::ok);
+  ASSERT_EQ(pool.deallocate(a), Status::ok);
   void* b = pool.allocate_zeroed(size);
   ASSERT_EQ(b, a);  // from the huge cache, dirty
   EXPECT_EQ(pool.stats().huge_cache_hits, 1u);
   EXPECT_TRUE(all_zero(b, size));
-  EXPECT_EQ(pool.free(b), Status::ok);
+  EXPECT_EQ(pool.deallocate(b), Status::ok);
   EXPECT_VALID(pool);
 }
 
@@ -85,19 +85,20 @@ TEST(HostZeroed, SmallAndMiddleBlocksAreCleared) {
     void* a = pool.allocate(size);
     ASSERT_NE(a, nullptr);
     std::memset(a, 0xEE, size);
-    ASSERT_EQ(pool.free(a), Status::ok);
+    ASSERT_EQ(pool.deallocate(a), Status::ok);
     void* b = pool.allocate_zeroed(size);
     ASSERT_EQ(b, a) << size;  // the thread's free list hands it back
     EXPECT_TRUE(all_zero(b, size)) << size;
-    EXPECT_EQ(pool.free(b), Status::ok);
+    EXPECT_EQ(pool.deallocate(b), Status::ok);
   }
   EXPECT_VALID(pool);
 }
 
 TEST(HostZeroed, ZeroSizeIsAnError) {
   HostPool pool(kTestConf);
-  EXPECT_EQ(pool.allocate_zeroed(0), nullptr);
-  EXPECT_EQ(HostPool::last_status(), Status::zero_size);
+  const HostAllocation a = pool.allocate_zeroed(0);
+  EXPECT_EQ(a, nullptr);
+  EXPECT_EQ(a.status, Status::zero_size);
 }
 
 }  // namespace

@@ -37,23 +37,23 @@ TEST(KVBlockPoolBadInput, FreeAfterRefusesFenceZero) {
   KVBlockPool pool(small_kv_options(256, 8));
   ManualFenceSource fences;
   int64_t ids[2];
-  ASSERT_EQ(pool.alloc(2, ids), Status::ok);
-  ASSERT_EQ(pool.free_after(ids, 2, fences, kNoFence), Status::bad_argument);
+  ASSERT_EQ(pool.allocate(2, ids), Status::ok);
+  ASSERT_EQ(pool.deallocate_after(ids, 2, fences, kNoFence), Status::bad_argument);
   EXPECT_TRUE(error_mentions("fence")) << KVBlockPool::last_error();
   EXPECT_TRUE(pool.is_live(ids[0]));
   EXPECT_TRUE(pool.is_live(ids[1]));
   EXPECT_EQ(pool.stats().deferred_blocks, 0u);
   EXPECT_EQ(pool.collect_deferred(), 0u);
   expect_valid(pool);
-  EXPECT_EQ(pool.free(ids, 2), Status::ok);
+  EXPECT_EQ(pool.deallocate(ids, 2), Status::ok);
 }
 
 TEST(KVBlockPoolBadInput, FreeAfterRefusesAFenceNeverRecorded) {
   KVBlockPool pool(small_kv_options(256, 8));
   ManualFenceSource fences;
   int64_t ids[2];
-  ASSERT_EQ(pool.alloc(2, ids), Status::ok);
-  ASSERT_EQ(pool.free_after(ids, 2, fences, 12345), Status::bad_argument);
+  ASSERT_EQ(pool.allocate(2, ids), Status::ok);
+  ASSERT_EQ(pool.deallocate_after(ids, 2, fences, 12345), Status::bad_argument);
   EXPECT_TRUE(error_mentions("fence 12345")) << KVBlockPool::last_error();
   EXPECT_TRUE(pool.is_live(ids[0]));
   EXPECT_EQ(pool.collect_deferred(), 0u);  // nothing deferred: nothing to ask the source about
@@ -64,10 +64,10 @@ TEST(KVBlockPoolBadInput, FreeAfterRefusesAReleasedFence) {
   KVBlockPool pool(small_kv_options(256, 8));
   ManualFenceSource fences;
   uint32_t ids[1];
-  ASSERT_EQ(pool.alloc(1, ids), Status::ok);
+  ASSERT_EQ(pool.allocate(1, ids), Status::ok);
   const FenceId f = fences.record(0, 1);
   fences.release(f);
-  ASSERT_EQ(pool.free_after(ids, 1, fences, f), Status::bad_argument);
+  ASSERT_EQ(pool.deallocate_after(ids, 1, fences, f), Status::bad_argument);
   EXPECT_TRUE(pool.is_live(ids[0]));
   expect_valid(pool);
 }
@@ -76,7 +76,7 @@ TEST(KVBlockPoolBadInput, EmptyBatchReleasesItsFence) {
   KVBlockPool pool(small_kv_options(256, 8));
   ManualFenceSource fences;
   const int64_t none[1] = {0};
-  EXPECT_EQ(pool.free_after(none, 0, fences, fences.record(0, 1)), Status::ok);
+  EXPECT_EQ(pool.deallocate_after(none, 0, fences, fences.record(0, 1)), Status::ok);
   EXPECT_EQ(fences.outstanding(), 0u);  // nothing waits on it: the pool did not keep it
   EXPECT_EQ(pool.stats().deferred_blocks, 0u);
   expect_valid(pool);
@@ -88,8 +88,8 @@ TEST(KVBlockPoolBadInput, CollectSurvivesASourceThatThrows) {
   KVBlockPool pool(small_kv_options(256, 4));
   LosingFenceSource fences;
   int64_t ids[4];
-  ASSERT_EQ(pool.alloc(4, ids), Status::ok);
-  ASSERT_EQ(pool.free_after(ids, 2, fences, fences.record(0, 1)), Status::ok);
+  ASSERT_EQ(pool.allocate(4, ids), Status::ok);
+  ASSERT_EQ(pool.deallocate_after(ids, 2, fences, fences.record(0, 1)), Status::ok);
   fences.lost = true;
   // In a child first: before the fix this is std::terminate.
   EXPECT_EXIT(std::exit(pool.collect_deferred() == 2 ? 0 : 1), ::testing::ExitedWithCode(0), "");
@@ -98,11 +98,11 @@ TEST(KVBlockPoolBadInput, CollectSurvivesASourceThatThrows) {
   EXPECT_EQ(pool.free_blocks(), 2u);
   expect_valid(pool);
   // The same through alloc's reclaim, which runs when the pool is full.
-  ASSERT_EQ(pool.alloc(2, ids), Status::ok);
+  ASSERT_EQ(pool.allocate(2, ids), Status::ok);
   fences.lost = false;
-  ASSERT_EQ(pool.free_after(ids, 4, fences, fences.record(0, 1)), Status::ok);
+  ASSERT_EQ(pool.deallocate_after(ids, 4, fences, fences.record(0, 1)), Status::ok);
   fences.lost = true;
-  EXPECT_EQ(pool.alloc(4, ids), Status::ok);
+  EXPECT_EQ(pool.allocate(4, ids), Status::ok);
   expect_valid(pool);
 }
 

@@ -19,7 +19,7 @@ TEST(KVBlockPool, GeometryFollowsTheOptions) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(pool.base()) % 4096, 0u);
   EXPECT_EQ(static_cast<char*>(pool.block(3)) - static_cast<char*>(pool.base()), 3 * 1024);
   EXPECT_FALSE(pool.pinned());
-  EXPECT_STREQ(pool.pinning_state(), "pageable (pinned=off)");
+  EXPECT_EQ(pool.pinning_state(), PinningState::pageable);
   const KVBlockPoolStats st = pool.stats();
   EXPECT_EQ(st.requested_bytes, 10000u);
   EXPECT_EQ(st.reserved_bytes, 12288u);  // page-rounded
@@ -36,8 +36,8 @@ TEST(KVBlockPool, ExactStrideForKvShapedBlocks) {
 TEST(KVBlockPool, HandsOutEveryBlockExactlyOnce) {
   KVBlockPool pool(small_kv_options(256, 100));
   std::vector<int64_t> ids(100);
-  ASSERT_EQ(pool.alloc(37, ids.data()), Status::ok);
-  ASSERT_EQ(pool.alloc(63, ids.data() + 37), Status::ok);
+  ASSERT_EQ(pool.allocate(37, ids.data()), Status::ok);
+  ASSERT_EQ(pool.allocate(63, ids.data() + 37), Status::ok);
   std::set<int64_t> unique(ids.begin(), ids.end());
   EXPECT_EQ(unique.size(), 100u);
   EXPECT_EQ(*unique.begin(), 0);
@@ -45,7 +45,7 @@ TEST(KVBlockPool, HandsOutEveryBlockExactlyOnce) {
   EXPECT_EQ(pool.free_blocks(), 0u);
   for (int64_t id : ids) EXPECT_TRUE(pool.is_live(id));
   expect_valid(pool);
-  ASSERT_EQ(pool.free(ids.data(), ids.size()), Status::ok);
+  ASSERT_EQ(pool.deallocate(ids.data(), ids.size()), Status::ok);
   EXPECT_EQ(pool.free_blocks(), 100u);
   EXPECT_EQ(pool.stats().live_blocks, 0u);
   EXPECT_EQ(pool.stats().peak_live_blocks, 100u);
@@ -55,13 +55,13 @@ TEST(KVBlockPool, HandsOutEveryBlockExactlyOnce) {
 TEST(KVBlockPool, FreedBlocksAreReusedLowestFirst) {
   KVBlockPool pool(small_kv_options(256, 8));
   uint32_t a[6];
-  ASSERT_EQ(pool.alloc(6, a), Status::ok);
+  ASSERT_EQ(pool.allocate(6, a), Status::ok);
   EXPECT_EQ(a[0], 0u);  // a fresh pool hands out ascending ids
   EXPECT_EQ(a[5], 5u);
   const uint32_t back[3] = {4, 1, 2};
-  ASSERT_EQ(pool.free(back, 3), Status::ok);
+  ASSERT_EQ(pool.deallocate(back, 3), Status::ok);
   uint32_t b[4];
-  ASSERT_EQ(pool.alloc(4, b), Status::ok);  // the lowest free first, whatever the order they came back in
+  ASSERT_EQ(pool.allocate(4, b), Status::ok);  // the lowest free first, whatever the order they came back in
   EXPECT_EQ(std::vector<uint32_t>(b, b + 4), (std::vector<uint32_t>{1, 2, 4, 6}));
   expect_valid(pool);
 }
@@ -69,7 +69,7 @@ TEST(KVBlockPool, FreedBlocksAreReusedLowestFirst) {
 TEST(KVBlockPool, ContentsOfEveryBlockAreItsOwn) {
   KVBlockPool pool(small_kv_options(512, 16));
   std::vector<int32_t> ids(16);
-  ASSERT_EQ(pool.alloc(16, ids.data()), Status::ok);
+  ASSERT_EQ(pool.allocate(16, ids.data()), Status::ok);
   for (int32_t id : ids) std::memset(pool.block(id), id + 1, pool.block_bytes());
   for (int32_t id : ids) {
     const auto* p = static_cast<const unsigned char*>(pool.block(id));
@@ -79,8 +79,8 @@ TEST(KVBlockPool, ContentsOfEveryBlockAreItsOwn) {
 
 TEST(KVBlockPool, ZeroSizedBatchesAreNoOps) {
   KVBlockPool pool(small_kv_options());
-  EXPECT_EQ(pool.alloc(0, static_cast<int64_t*>(nullptr)), Status::ok);
-  EXPECT_EQ(pool.free(static_cast<const int64_t*>(nullptr), 0), Status::ok);
+  EXPECT_EQ(pool.allocate(0, static_cast<int64_t*>(nullptr)), Status::ok);
+  EXPECT_EQ(pool.deallocate(static_cast<const int64_t*>(nullptr), 0), Status::ok);
   EXPECT_EQ(pool.stats().allocs, 0u);
   expect_valid(pool);
 }
@@ -102,7 +102,7 @@ TEST(KVBlockPool, PinnedBestEffortRunsPageableWithoutADevice) {
   KVBlockPool pool(o);
   // No GPU in CI: pageable, and it says so. With a GPU: pinned.
   if (!pool.pinned()) {
-    EXPECT_NE(std::string(pool.pinning_state()).find("pageable"), std::string::npos);
+    EXPECT_NE(pool.pinning_state(), PinningState::pinned);
     o.pinned = HostPinned::on;
     EXPECT_THROW(KVBlockPool{o}, std::runtime_error);
   } else {

@@ -35,7 +35,7 @@ TEST(KVBlockPoolBitmap, AllocHandsOutTheLowestFreeIdsAscending) {
     if (rng() % 2 == 0 || live.empty()) {
       const size_t n = rng() % 300;
       std::vector<int64_t> ids(n);
-      ASSERT_EQ(pool.alloc(n, ids.data()), Status::ok);
+      ASSERT_EQ(pool.allocate(n, ids.data()), Status::ok);
       // Exactly the n lowest free ids, in ascending order.
       auto it = free_model.begin();
       for (size_t i = 0; i < n; ++i, ++it) ASSERT_EQ(ids[i], *it) << "step " << step << " id " << i;
@@ -47,7 +47,7 @@ TEST(KVBlockPoolBitmap, AllocHandsOutTheLowestFreeIdsAscending) {
       std::vector<int64_t> batch(live.end() - static_cast<ptrdiff_t>(n), live.end());
       live.resize(live.size() - n);
       if (rng() % 3 == 0) std::sort(batch.begin(), batch.end());  // the ascending path too
-      ASSERT_EQ(pool.free(batch.data(), n), Status::ok);
+      ASSERT_EQ(pool.deallocate(batch.data(), n), Status::ok);
       free_model.insert(batch.begin(), batch.end());
     }
     ASSERT_EQ(pool.free_blocks(), free_model.size());
@@ -56,13 +56,13 @@ TEST(KVBlockPoolBitmap, AllocHandsOutTheLowestFreeIdsAscending) {
   expect_valid(pool);
   // The whole pool, across every word and level, then back.
   std::vector<int64_t> rest(free_model.size());
-  ASSERT_EQ(pool.alloc(rest.size(), rest.data()), Status::ok);
+  ASSERT_EQ(pool.allocate(rest.size(), rest.data()), Status::ok);
   EXPECT_TRUE(std::equal(rest.begin(), rest.end(), free_model.begin()));
   EXPECT_EQ(pool.free_blocks(), 0u);
   int64_t one;
-  EXPECT_EQ(pool.alloc(1, &one), Status::out_of_space);
+  EXPECT_EQ(pool.allocate(1, &one), Status::out_of_space);
   live.insert(live.end(), rest.begin(), rest.end());
-  ASSERT_EQ(pool.free(live.data(), live.size()), Status::ok);
+  ASSERT_EQ(pool.deallocate(live.data(), live.size()), Status::ok);
   EXPECT_EQ(pool.free_blocks(), 300000u);
   expect_valid(pool);
 }
@@ -71,12 +71,12 @@ TEST(KVBlockPoolBitmap, PoolsOfOddSizesNeverHandOutAnIdPastTheEnd) {
   for (uint64_t blocks : {1u, 63u, 64u, 65u, 4095u, 4096u, 4097u, 262145u}) {
     KVBlockPool pool(small_kv_options(64, blocks));
     std::vector<uint32_t> ids(blocks);
-    ASSERT_EQ(pool.alloc(blocks, ids.data()), Status::ok) << blocks;
+    ASSERT_EQ(pool.allocate(blocks, ids.data()), Status::ok) << blocks;
     for (uint64_t i = 0; i < blocks; ++i) ASSERT_EQ(ids[i], i);
     uint32_t extra;
-    EXPECT_EQ(pool.alloc(1, &extra), Status::out_of_space) << blocks;
+    EXPECT_EQ(pool.allocate(1, &extra), Status::out_of_space) << blocks;
     expect_valid(pool);
-    ASSERT_EQ(pool.free(ids.data(), blocks), Status::ok);
+    ASSERT_EQ(pool.deallocate(ids.data(), blocks), Status::ok);
     EXPECT_EQ(pool.free_blocks(), blocks);
     expect_valid(pool);
   }
@@ -104,10 +104,10 @@ TEST(KVBlockPoolBitmap, EveryBatchShapeRefusesABadIdAndChangesNothing) {
           ManualFenceSource fences;  // outlives the pool, which releases its pending fences
           KVBlockPool pool(small_kv_options(64, 1024));
           std::vector<int64_t> all(1024);
-          ASSERT_EQ(pool.alloc(1024, all.data()), Status::ok);
+          ASSERT_EQ(pool.allocate(1024, all.data()), Status::ok);
           const int64_t freed = 900, deferred = 901;
-          ASSERT_EQ(pool.free(&freed, 1), Status::ok);
-          ASSERT_EQ(pool.free_after(&deferred, 1, fences, fences.record(0, 1)), Status::ok);
+          ASSERT_EQ(pool.deallocate(&freed, 1), Status::ok);
+          ASSERT_EQ(pool.deallocate_after(&deferred, 1, fences, fences.record(0, 1)), Status::ok);
           std::vector<int64_t> batch = live_batch(shape, n, rng);
           if (bad == "out of range") batch[at] = 1024 + static_cast<int64_t>(at);
           if (bad == "negative") batch[at] = -1;
@@ -117,7 +117,7 @@ TEST(KVBlockPoolBitmap, EveryBatchShapeRefusesABadIdAndChangesNothing) {
           const std::vector<bool> before = live_map(pool);
           const KVBlockPoolStats st = pool.stats();
           const std::string where = shape + " n=" + std::to_string(n) + " " + bad + " at " + std::to_string(at);
-          ASSERT_EQ(pool.free(batch.data(), n), Status::not_live) << where;
+          ASSERT_EQ(pool.deallocate(batch.data(), n), Status::not_live) << where;
           const std::string error = KVBlockPool::last_error();
           const char* expected = bad == "out of range" || bad == "negative" ? "out of range"
                                  : bad == "twice"                          ? "appears twice"
@@ -130,7 +130,7 @@ TEST(KVBlockPoolBitmap, EveryBatchShapeRefusesABadIdAndChangesNothing) {
           EXPECT_EQ(pool.stats().misuse_errors, st.misuse_errors + 1) << where;
           // The same through free_after: refused, and its fence released.
           const size_t fences_before = fences.outstanding();
-          ASSERT_EQ(pool.free_after(batch.data(), n, fences, fences.record(0, 2)), Status::not_live) << where;
+          ASSERT_EQ(pool.deallocate_after(batch.data(), n, fences, fences.record(0, 2)), Status::not_live) << where;
           EXPECT_EQ(fences.outstanding(), fences_before) << where;
           EXPECT_EQ(live_map(pool), before) << where;
           expect_valid(pool);
@@ -139,9 +139,9 @@ TEST(KVBlockPoolBitmap, EveryBatchShapeRefusesABadIdAndChangesNothing) {
       // And the good batch of that shape is taken, then the pool is whole.
       KVBlockPool pool(small_kv_options(64, 1024));
       std::vector<int64_t> all(1024);
-      ASSERT_EQ(pool.alloc(1024, all.data()), Status::ok);
+      ASSERT_EQ(pool.allocate(1024, all.data()), Status::ok);
       std::vector<int64_t> batch = live_batch(shape, n, rng);
-      ASSERT_EQ(pool.free(batch.data(), n), Status::ok) << shape << " " << n;
+      ASSERT_EQ(pool.deallocate(batch.data(), n), Status::ok) << shape << " " << n;
       for (int64_t id : batch) EXPECT_FALSE(pool.is_live(id));
       EXPECT_EQ(pool.free_blocks(), n);
       expect_valid(pool);
@@ -160,36 +160,36 @@ void check_runs_of_every_length() {
                                 std::to_string(offset);
       KVBlockPool pool(small_kv_options(64, 512));
       std::vector<Id> all(512);
-      ASSERT_EQ(pool.alloc(all.size(), all.data()), Status::ok);
+      ASSERT_EQ(pool.allocate(all.size(), all.data()), Status::ok);
       std::vector<Id> run(n);
       std::iota(run.begin(), run.end(), static_cast<Id>(offset));
       // One block in the middle of the run freed first: the run is refused.
       const Id hole = run[n / 2];
-      ASSERT_EQ(pool.free(&hole, 1), Status::ok) << where;
-      ASSERT_EQ(pool.free(run.data(), n), Status::not_live) << where;
+      ASSERT_EQ(pool.deallocate(&hole, 1), Status::ok) << where;
+      ASSERT_EQ(pool.deallocate(run.data(), n), Status::not_live) << where;
       EXPECT_EQ(pool.free_blocks(), 1u) << where;
       std::vector<Id> back(1);
-      ASSERT_EQ(pool.alloc(1, back.data()), Status::ok) << where;
+      ASSERT_EQ(pool.allocate(1, back.data()), Status::ok) << where;
       ASSERT_EQ(back[0], hole) << where;
       // Its ends are those of a run but one id near the end repeats the
       // first: not a run (the vector test's tail decides), refused whole.
       if (n >= 3) {
         std::vector<Id> fake = run;
         fake[n - 2] = fake[0];
-        ASSERT_EQ(pool.free(fake.data(), n), Status::not_live) << where;
+        ASSERT_EQ(pool.deallocate(fake.data(), n), Status::not_live) << where;
         EXPECT_NE(std::string(KVBlockPool::last_error()).find("appears twice"), std::string::npos) << where;
         EXPECT_EQ(pool.free_blocks(), 0u) << where;
       }
       // The whole run, then the same blocks back through free_and_alloc in
       // place: the lowest free ids are the run itself.
-      ASSERT_EQ(pool.free(run.data(), n), Status::ok) << where;
+      ASSERT_EQ(pool.deallocate(run.data(), n), Status::ok) << where;
       EXPECT_EQ(pool.free_blocks(), n) << where;
       for (Id id : run) ASSERT_FALSE(pool.is_live(static_cast<uint64_t>(id))) << where;
       expect_valid(pool);
       std::vector<Id> again(n, Id{0});
-      ASSERT_EQ(pool.alloc(n, again.data()), Status::ok) << where;
+      ASSERT_EQ(pool.allocate(n, again.data()), Status::ok) << where;
       ASSERT_EQ(again, run) << where;
-      ASSERT_EQ(pool.free_and_alloc(again.data(), n, n, again.data()), Status::ok) << where;
+      ASSERT_EQ(pool.deallocate_and_allocate(again.data(), n, n, again.data()), Status::ok) << where;
       ASSERT_EQ(again, run) << where;
       EXPECT_EQ(pool.free_blocks(), 0u) << where;
       expect_valid(pool);
@@ -214,12 +214,12 @@ TEST(KVBlockPoolBitmap, DeferredBatchesOfEveryShapeComeBackFree) {
   ManualFenceSource fences;
   KVBlockPool pool(small_kv_options(64, 1024));
   std::vector<int64_t> all(1024);
-  ASSERT_EQ(pool.alloc(1024, all.data()), Status::ok);
+  ASSERT_EQ(pool.allocate(1024, all.data()), Status::ok);
   size_t deferred = 0;
   for (const std::string shape : {"run", "ascending", "any"}) {
     std::vector<int64_t> batch = live_batch(shape, 70, rng);
     for (int64_t& id : batch) id += shape == "run" ? 0 : shape == "ascending" ? 400 : 700;  // disjoint batches
-    ASSERT_EQ(pool.free_after(batch.data(), batch.size(), fences, fences.record(0, 1)), Status::ok) << shape;
+    ASSERT_EQ(pool.deallocate_after(batch.data(), batch.size(), fences, fences.record(0, 1)), Status::ok) << shape;
     deferred += batch.size();
     EXPECT_EQ(pool.stats().deferred_blocks, deferred);
     EXPECT_EQ(pool.free_blocks(), 0u);

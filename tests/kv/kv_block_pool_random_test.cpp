@@ -26,7 +26,7 @@ TEST(KVBlockPoolRandom, MatchesALiveSetModel) {
     if (action < 5) {
       const size_t n = rng() % 40;
       std::vector<int64_t> ids(n);
-      const Status s = pool.alloc(n, ids.data());
+      const Status s = pool.allocate(n, ids.data());
       if (s != Status::ok) {
         // Refused only when too few blocks are free even after reclaiming
         // the completed deferrals.
@@ -42,15 +42,15 @@ TEST(KVBlockPoolRandom, MatchesALiveSetModel) {
       std::vector<int64_t> batch(live.end() - static_cast<ptrdiff_t>(n), live.end());
       live.resize(live.size() - n);
       if (action < 8) {
-        ASSERT_EQ(pool.free(batch.data(), n), Status::ok);
+        ASSERT_EQ(pool.deallocate(batch.data(), n), Status::ok);
         for (int64_t id : batch) model.erase(id);
       } else {
-        ASSERT_EQ(pool.free_after(batch.data(), n, fences, fences.record(0, rng() % 3)), Status::ok);
+        ASSERT_EQ(pool.deallocate_after(batch.data(), n, fences, fences.record(0, rng() % 3)), Status::ok);
         for (int64_t id : batch) model.erase(id);  // not live any more, but not free yet
         deferred += n;
       }
       if (rng() % 4 == 0) {
-        ASSERT_EQ(pool.free(batch.data(), 1), Status::not_live);  // double free
+        ASSERT_EQ(pool.deallocate(batch.data(), 1), Status::not_live);  // double free
       }
     }
     if (rng() % 16 == 0) fences.complete_stream(rng() % 3);
@@ -60,7 +60,7 @@ TEST(KVBlockPoolRandom, MatchesALiveSetModel) {
   expect_valid(pool);
   fences.complete_all();
   pool.collect_deferred();
-  ASSERT_EQ(pool.free(live.data(), live.size()), Status::ok);
+  ASSERT_EQ(pool.deallocate(live.data(), live.size()), Status::ok);
   EXPECT_EQ(pool.free_blocks(), pool.num_blocks());
   EXPECT_GT(deferred, 0u);
   expect_valid(pool);
@@ -78,13 +78,13 @@ TEST(KVBlockPoolRandom, ThreadsNeverShareABlock) {
       std::vector<int64_t> ids(64);
       for (int r = 0; r < rounds; ++r) {
         const size_t n = 1 + rng() % 64;
-        if (pool.alloc(n, ids.data()) != Status::ok) continue;
+        if (pool.allocate(n, ids.data()) != Status::ok) continue;
         // Stamp each block with the thread; another owner would overwrite it.
         for (size_t i = 0; i < n; ++i) *static_cast<int64_t*>(pool.block(ids[i])) = t * 1000000 + ids[i];
         for (size_t i = 0; i < n; ++i) {
           if (*static_cast<int64_t*>(pool.block(ids[i])) != t * 1000000 + ids[i]) failures.fetch_add(1);
         }
-        if (pool.free(ids.data(), n) != Status::ok) failures.fetch_add(1);
+        if (pool.deallocate(ids.data(), n) != Status::ok) failures.fetch_add(1);
       }
     });
   }

@@ -375,7 +375,7 @@ class Differential {
     fresh_hole_.reset();
     const uint64_t offset = model_.live_offset(i);
     const uint64_t handle = model_.live_at(offset)->handle;
-    const Status s = alloc_.free(offset, handle);
+    const Status s = alloc_.deallocate(offset, handle);
     if (s != Status::ok) {
       return "free(" + std::to_string(offset) + ", live handle) -> " + to_string(s);
     }
@@ -390,7 +390,7 @@ class Differential {
     fresh_hole_.reset();
     const RangeModel::Live* l = model_.live_at(offset);
     const bool live = l != nullptr && l->handle == handle;
-    const Status s = alloc_.free(offset, handle);
+    const Status s = alloc_.deallocate(offset, handle);
     const Status expected = live ? Status::ok : Status::not_live;
     if (s != expected) {
       return "free(" + std::to_string(offset) + ", " + std::to_string(handle) + ") -> " + to_string(s) +

@@ -44,12 +44,12 @@ TEST(LockedRangeAllocator, ForwardsEveryCall) {
   EXPECT_EQ(a.free_ranges(), 2u);
   EXPECT_EQ(a.largest_free(), 1 * MiB - 4096 - 256);
   EXPECT_DOUBLE_EQ(a.fragmentation(), 1.0 - static_cast<double>(1 * MiB - 4096 - 256) / (1 * MiB - 512));
-  EXPECT_EQ(a.free(y.offset + 256, y.handle), Status::not_live);
+  EXPECT_EQ(a.deallocate(y.offset + 256, y.handle), Status::not_live);
   LockedRangeAllocator other(1 * MiB, {.alignment = 256});
-  EXPECT_EQ(other.free(y), Status::foreign);  // the owner tag is checked here too
-  EXPECT_EQ(a.free(y), Status::ok);
-  EXPECT_EQ(a.free(x.offset, x.handle), Status::ok);
-  EXPECT_EQ(a.free(x), Status::not_live);
+  EXPECT_EQ(other.deallocate(y), Status::foreign);  // the owner tag is checked here too
+  EXPECT_EQ(a.deallocate(y), Status::ok);
+  EXPECT_EQ(a.deallocate(x.offset, x.handle), Status::ok);
+  EXPECT_EQ(a.deallocate(x), Status::not_live);
   EXPECT_EQ(a.allocate(0).status, Status::zero_size);
   EXPECT_EQ(a.extend(1 * MiB), Status::ok);
   EXPECT_EQ(a.capacity(), 2 * MiB);
@@ -92,7 +92,7 @@ TEST(LockedRangeAllocator, ThreadsShareOnePool) {
     };
     auto release_one = [&](size_t i) {
       claim(mine[i], id, -1);  // before free(): afterwards another thread may get it
-      if (a.free(mine[i]) != Status::ok) bad_status.fetch_add(1);
+      if (a.deallocate(mine[i]) != Status::ok) bad_status.fetch_add(1);
       mine[i] = mine.back();
       mine.pop_back();
     };
@@ -164,7 +164,7 @@ TEST(LockedRangeAllocator, WithLockIsAtomicAcrossCalls) {
         const uint64_t used = inner.used_bytes();
         const RangeAllocation x = inner.allocate(rng.between(1, 4096));
         if (!x || inner.live_allocations() != live + 1) errors.fetch_add(1);
-        if (inner.free(x) != Status::ok || inner.used_bytes() != used) errors.fetch_add(1);
+        if (inner.deallocate(x) != Status::ok || inner.used_bytes() != used) errors.fetch_add(1);
       });
     }
   };

@@ -48,7 +48,7 @@ TEST(RangeAllocatorAlignment, PoolAlignmentRoundsSizesAndCountsTheWaste) {
       const size_t i = rng.below(live.size());
       requested -= live[i].size;
       waste -= round_up(live[i].size, 256) - live[i].size;
-      ASSERT_EQ(a.free(live[i].x), Status::ok);
+      ASSERT_EQ(a.deallocate(live[i].x), Status::ok);
       live[i] = live.back();
       live.pop_back();
     }
@@ -75,7 +75,7 @@ TEST(RangeAllocatorAlignment, WasteIsExactlyTheRounding) {
   EXPECT_EQ(a.used_bytes() - a.requested_bytes(), 510u);
   EXPECT_EQ(ranges_of(a), (Ranges{used_range(0, 256, 1), used_range(256, 256, 256), used_range(512, 512, 257),
                                   free_range(1024, 1 * MiB - 1024)}));
-  ASSERT_EQ(a.free(z), Status::ok);
+  ASSERT_EQ(a.deallocate(z), Status::ok);
   EXPECT_EQ(a.used_bytes() - a.requested_bytes(), 255u);
   EXPECT_VALID(a);
 }
@@ -112,7 +112,7 @@ TEST(RangeAllocatorAlignment, PerCallAlignmentFilesTheHeadGap) {
   EXPECT_EQ(z.offset, 10u);
   EXPECT_VALID(a);
   // Freeing merges the aligned block with what follows it.
-  ASSERT_EQ(a.free(y), Status::ok);
+  ASSERT_EQ(a.deallocate(y), Status::ok);
   EXPECT_VALID(a);
   EXPECT_EQ(ranges_of(a), (Ranges{used_range(0, 10), used_range(10, 4086), free_range(4096, 1 * MiB - 4096)}));
 }
@@ -144,13 +144,13 @@ TEST(RangeAllocatorAlignment, PerCallAlignmentAbovePoolAlignment) {
       live.push_back(x);
     } else {
       const size_t i = rng.below(live.size());
-      ASSERT_EQ(a.free(live[i]), Status::ok);
+      ASSERT_EQ(a.deallocate(live[i]), Status::ok);
       live[i] = live.back();
       live.pop_back();
     }
     ASSERT_VALID(a);
   }
-  for (const auto& x : live) ASSERT_EQ(a.free(x), Status::ok);
+  for (const auto& x : live) ASSERT_EQ(a.deallocate(x), Status::ok);
   EXPECT_VALID(a);
   EXPECT_EQ(a.free_ranges(), 1u);
   EXPECT_EQ(a.free_bytes(), a.capacity());

@@ -39,7 +39,7 @@ TEST(RangeAllocatorCapacity, TiBPoolAtByteGranularity) {
   EXPECT_EQ(a.free_bytes(), TiB - 11);
   EXPECT_EQ(a.largest_free(), TiB - 11);
   EXPECT_VALID(a);
-  ASSERT_EQ(a.free(y), Status::ok);
+  ASSERT_EQ(a.deallocate(y), Status::ok);
   const RangeAllocation w = a.allocate(3);  // the 3-byte hole, not the TiB tail
   ASSERT_TRUE(w);
   EXPECT_EQ(w.offset, 1u);
@@ -61,8 +61,8 @@ TEST(RangeAllocatorCapacity, LargestCapacityBelow2To62) {
   EXPECT_EQ(a.allocate(1).status, Status::out_of_space);
   EXPECT_EQ(a.allocate(capacity + 1).status, Status::too_large);
   EXPECT_VALID(a);
-  ASSERT_EQ(a.free(x), Status::ok);
-  ASSERT_EQ(a.free(y), Status::ok);
+  ASSERT_EQ(a.deallocate(x), Status::ok);
+  ASSERT_EQ(a.deallocate(y), Status::ok);
   EXPECT_EQ(ranges_of(a), (Ranges{free_range(0, capacity)}));
   EXPECT_VALID(a);
 }
@@ -83,7 +83,7 @@ TEST(RangeAllocatorCapacity, ManySizesInAHugePool) {
       live.push_back(x);
     } else {
       const size_t i = rng.below(live.size());
-      ASSERT_EQ(a.free(live[i]), Status::ok);
+      ASSERT_EQ(a.deallocate(live[i]), Status::ok);
       live[i] = live.back();
       live.pop_back();
     }
@@ -130,7 +130,7 @@ TEST(RangeAllocatorExtend, FreeingTheLastBlockMergesIntoTheExtension) {
   const RangeAllocation y = a.allocate(3096);
   ASSERT_TRUE(x && y);
   ASSERT_EQ(a.extend(1000), Status::ok);
-  ASSERT_EQ(a.free(y), Status::ok);
+  ASSERT_EQ(a.deallocate(y), Status::ok);
   EXPECT_VALID(a);
   EXPECT_EQ(ranges_of(a), (Ranges{used_range(0, 1000), free_range(1000, 4096)}));
 }
@@ -176,7 +176,7 @@ TEST(RangeAllocatorExtend, RepeatedGrowthWhileInUse) {
       if (x) live.push_back(x);
     } else {
       const size_t i = rng.below(live.size());
-      ASSERT_EQ(a.free(live[i]), Status::ok);
+      ASSERT_EQ(a.deallocate(live[i]), Status::ok);
       live[i] = live.back();
       live.pop_back();
     }
@@ -198,15 +198,15 @@ TEST(RangeAllocatorLimits, MaxAllocationsReturnsAllocationLimit) {
   EXPECT_EQ(test::Accounting(a), before);
   EXPECT_VALID(a);
   // Freeing makes room again, once per free.
-  ASSERT_EQ(a.free(y), Status::ok);
+  ASSERT_EQ(a.deallocate(y), Status::ok);
   const RangeAllocation again = a.allocate(10);
   ASSERT_TRUE(again);
   EXPECT_EQ(again.offset, y.offset);
   EXPECT_EQ(a.allocate(10).status, Status::allocation_limit);
   EXPECT_VALID(a);
-  ASSERT_EQ(a.free(x), Status::ok);
-  ASSERT_EQ(a.free(z), Status::ok);
-  ASSERT_EQ(a.free(again), Status::ok);
+  ASSERT_EQ(a.deallocate(x), Status::ok);
+  ASSERT_EQ(a.deallocate(z), Status::ok);
+  ASSERT_EQ(a.deallocate(again), Status::ok);
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(a.allocate(1));
   EXPECT_EQ(a.allocate(1).status, Status::allocation_limit);
   EXPECT_VALID(a);
@@ -233,11 +233,11 @@ TEST(RangeAllocatorLimits, NodePoolGrowsBeyondInitialNodes) {
   // Handles given out before the pool grew still work.
   for (size_t i = 0; i < live.size(); i += 2) {
     ASSERT_EQ(a.allocation_size(live[i].offset, live[i].handle), 1 + i % 97);
-    ASSERT_EQ(a.free(live[i]), Status::ok);
+    ASSERT_EQ(a.deallocate(live[i]), Status::ok);
   }
   EXPECT_VALID(a);
   EXPECT_EQ(a.free_ranges(), static_cast<uint64_t>(kCount / 2 + 1));  // the holes and the tail
-  for (size_t i = 1; i < live.size(); i += 2) ASSERT_EQ(a.free(live[i]), Status::ok);
+  for (size_t i = 1; i < live.size(); i += 2) ASSERT_EQ(a.deallocate(live[i]), Status::ok);
   EXPECT_VALID(a);
   EXPECT_EQ(ranges_of(a), (Ranges{free_range(0, 1 * MiB)}));
   EXPECT_EQ(a.live_allocations(), 0u);
@@ -249,7 +249,7 @@ TEST(RangeAllocatorLimits, ZeroInitialNodesWorks) {
   const RangeAllocation x = a.allocate(5);
   ASSERT_TRUE(x);
   EXPECT_VALID(a);
-  EXPECT_EQ(a.free(x), Status::ok);
+  EXPECT_EQ(a.deallocate(x), Status::ok);
   EXPECT_VALID(a);
 }
 

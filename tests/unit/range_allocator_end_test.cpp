@@ -84,7 +84,7 @@ TEST(EndRange, BlocksFreedInReverseGrowTheEndRangeBack) {
   std::vector<RangeAllocation> blocks = carve(a, sizes);
   uint64_t end = a.used_bytes();
   for (size_t i = blocks.size(); i-- > 0;) {
-    ASSERT_EQ(a.free(blocks[i]), Status::ok);
+    ASSERT_EQ(a.deallocate(blocks[i]), Status::ok);
     end -= blocks[i].extent;
     ASSERT_VALID(a);
     EXPECT_EQ(a.free_ranges(), 1u);
@@ -106,7 +106,7 @@ TEST(EndRange, BlocksFreedInOrderJoinTheEndRangeWithTheLast) {
     EXPECT_EQ(blocks.front().offset, 0u) << "every round starts again at offset 0";
     uint64_t freed = 0;
     for (size_t i = 0; i < blocks.size(); ++i) {
-      ASSERT_EQ(a.free(blocks[i]), Status::ok);
+      ASSERT_EQ(a.deallocate(blocks[i]), Status::ok);
       freed += blocks[i].extent;
       ASSERT_VALID(a);
       if (i + 1 < blocks.size()) {
@@ -123,7 +123,7 @@ TEST(EndRange, BlocksFreedInOrderJoinTheEndRangeWithTheLast) {
 TEST(EndRange, AFreeRangeBelowIsFoundByTheBinSearch) {
   RangeAllocator a(1 * MiB, aligned_to(64));
   std::vector<RangeAllocation> blocks = carve(a, {4 * KiB, 64, 8 * KiB, 64});
-  ASSERT_EQ(a.free(blocks[2]), Status::ok);  // an 8 KiB hole between two used blocks
+  ASSERT_EQ(a.deallocate(blocks[2]), Status::ok);  // an 8 KiB hole between two used blocks
   ASSERT_VALID(a);
   EXPECT_EQ(a.free_ranges(), 2u);
   const RangeAllocation same = a.allocate(8 * KiB);  // its own size: the hole
@@ -131,7 +131,7 @@ TEST(EndRange, AFreeRangeBelowIsFoundByTheBinSearch) {
   EXPECT_EQ(same.offset, blocks[2].offset);
   EXPECT_VALID(a);
   EXPECT_EQ(a.free_ranges(), 1u);
-  ASSERT_EQ(a.free(same), Status::ok);
+  ASSERT_EQ(a.deallocate(same), Status::ok);
   const RangeAllocation bigger = a.allocate(9 * KiB);  // does not fit the hole: the end
   ASSERT_TRUE(bigger);
   EXPECT_EQ(bigger.offset, blocks[3].offset + 64);
@@ -140,7 +140,7 @@ TEST(EndRange, AFreeRangeBelowIsFoundByTheBinSearch) {
   EXPECT_EQ(smaller.offset, blocks[2].offset);
   EXPECT_VALID(a);
   // The block before the end range freed: the end range grows down to it.
-  ASSERT_EQ(a.free(bigger), Status::ok);
+  ASSERT_EQ(a.deallocate(bigger), Status::ok);
   ASSERT_VALID(a);
   EXPECT_EQ(a.trailing_free(), 1 * MiB - (blocks[3].offset + 64));
   EXPECT_EQ(a.free_ranges(), 2u);
@@ -151,7 +151,7 @@ TEST(EndRange, TheOnlyFreeRangeNeedNotBeTheEnd) {
   RangeAllocator a(64 * KiB, aligned_to(64));
   std::vector<RangeAllocation> blocks = carve(a, {16 * KiB, 16 * KiB, 32 * KiB});
   EXPECT_EQ(a.free_ranges(), 0u);
-  ASSERT_EQ(a.free(blocks[1]), Status::ok);
+  ASSERT_EQ(a.deallocate(blocks[1]), Status::ok);
   ASSERT_VALID(a);
   EXPECT_EQ(a.free_ranges(), 1u);
   EXPECT_EQ(a.trailing_free(), 0u);
@@ -173,9 +173,9 @@ TEST(EndRange, AMergedRangeHeadsItsBinAsIfRefiled) {
   // X: 1030 free, then Y: 1100 free (both in the bin [1024, 1152); Y, filed
   // last, heads it); then the 10 bytes before X freed: X grows to 1040.
   std::vector<RangeAllocation> b = carve(a, {100, 1100, 100, 10, 1030, 100});
-  ASSERT_EQ(a.free(b[4]), Status::ok);
-  ASSERT_EQ(a.free(b[1]), Status::ok);
-  ASSERT_EQ(a.free(b[3]), Status::ok);
+  ASSERT_EQ(a.deallocate(b[4]), Status::ok);
+  ASSERT_EQ(a.deallocate(b[1]), Status::ok);
+  ASSERT_EQ(a.deallocate(b[3]), Status::ok);
   ASSERT_VALID(a);
   EXPECT_EQ(ranges_of(a)[3], free_range(b[3].offset, 1040));
   const RangeAllocation r = a.allocate(1000);  // its own bin is empty: [1024, 1152)
@@ -234,7 +234,7 @@ TEST(EndRange, RoundsInEveryFreeOrderKeepEveryInvariant) {
       kept.erase(kept.begin());
     }
     for (const RangeAllocation& r : blocks) {
-      ASSERT_EQ(a.free(r), Status::ok);
+      ASSERT_EQ(a.deallocate(r), Status::ok);
       ASSERT_VALID(a);
     }
     uint64_t live = 0;
@@ -242,7 +242,7 @@ TEST(EndRange, RoundsInEveryFreeOrderKeepEveryInvariant) {
     ASSERT_EQ(a.used_bytes(), live);
     ASSERT_EQ(a.live_allocations(), kept.size());
   }
-  for (const RangeAllocation& r : kept) ASSERT_EQ(a.free(r), Status::ok);
+  for (const RangeAllocation& r : kept) ASSERT_EQ(a.deallocate(r), Status::ok);
   EXPECT_VALID(a);
   EXPECT_EQ(ranges_of(a), (Ranges{free_range(0, 64 * MiB)}));
 }

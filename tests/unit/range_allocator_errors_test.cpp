@@ -29,7 +29,7 @@ class Misuse : public ::testing::Test {
       ASSERT_TRUE(live.back());
     }
     freed = live[1];
-    ASSERT_EQ(a.free(freed), Status::ok);
+    ASSERT_EQ(a.deallocate(freed), Status::ok);
     live.erase(live.begin() + 1);
     ASSERT_VALID(a);
   }
@@ -46,7 +46,7 @@ class Misuse : public ::testing::Test {
   }
 
   void expect_free_fails(uint64_t offset, uint64_t handle) {
-    expect_no_change([&] { EXPECT_EQ(a.free(offset, handle), Status::not_live) << offset << "/" << handle; });
+    expect_no_change([&] { EXPECT_EQ(a.deallocate(offset, handle), Status::not_live) << offset << "/" << handle; });
   }
 
   RangeAllocator a{64 * KiB};
@@ -57,7 +57,7 @@ class Misuse : public ::testing::Test {
 TEST_F(Misuse, DoubleFree) {
   expect_free_fails(freed.offset, freed.handle);
   const RangeAllocation x = live[2];
-  ASSERT_EQ(a.free(x), Status::ok);
+  ASSERT_EQ(a.deallocate(x), Status::ok);
   live.erase(live.begin() + 2);
   expect_free_fails(x.offset, x.handle);
   expect_free_fails(x.offset, x.handle);
@@ -91,7 +91,7 @@ TEST_F(Misuse, InteriorOffset) {
   expect_free_fails(x.offset + 299, x.handle);
   expect_free_fails(x.offset - 1, x.handle);
   expect_no_change([&] { EXPECT_EQ(a.allocation_size(x.offset + 1, x.handle), 0u); });
-  EXPECT_EQ(a.free(x), Status::ok);
+  EXPECT_EQ(a.deallocate(x), Status::ok);
   EXPECT_VALID(a);
 }
 
@@ -104,7 +104,7 @@ TEST_F(Misuse, StaleHandleAfterTheNodeWasReused) {
   // Free a block between two used blocks and allocate the same size again:
   // it lands at the same offset on the same node, with a new generation.
   const RangeAllocation old = live[2];  // 400 bytes, neighbours used
-  ASSERT_EQ(a.free(old), Status::ok);
+  ASSERT_EQ(a.deallocate(old), Status::ok);
   live.erase(live.begin() + 2);
   const RangeAllocation fresh = a.allocate(400);
   ASSERT_TRUE(fresh);
@@ -114,7 +114,7 @@ TEST_F(Misuse, StaleHandleAfterTheNodeWasReused) {
   expect_free_fails(old.offset, old.handle);
   EXPECT_EQ(a.allocation_size(old.offset, old.handle), 0u);
   EXPECT_EQ(a.allocation_size(fresh.offset, fresh.handle), 400u);
-  EXPECT_EQ(a.free(fresh), Status::ok);
+  EXPECT_EQ(a.deallocate(fresh), Status::ok);
   EXPECT_VALID(a);
 }
 
@@ -123,7 +123,7 @@ TEST_F(Misuse, StaleHandlesStayStaleOverManyReuses) {
   std::set<uint64_t> handles{first.handle};
   RangeAllocation current = first;
   for (int i = 0; i < 1000; ++i) {
-    ASSERT_EQ(a.free(current), Status::ok);
+    ASSERT_EQ(a.deallocate(current), Status::ok);
     current = a.allocate(400);
     ASSERT_TRUE(current);
     ASSERT_EQ(current.offset, first.offset);
@@ -199,21 +199,21 @@ TEST(RangeAllocatorErrors, ForeignAllocationIsRefused) {
   ASSERT_TRUE(x);
   ASSERT_TRUE(victim);
   ASSERT_EQ(x.offset, victim.offset);
-  EXPECT_NE(b.free(x), Status::ok);
+  EXPECT_NE(b.deallocate(x), Status::ok);
   EXPECT_EQ(b.live_allocations(), 1u);
   EXPECT_EQ(b.used_bytes(), 100u);
   EXPECT_EQ(b.allocation_size(victim.offset, victim.handle), 100u);
   EXPECT_VALID(b);
-  EXPECT_EQ(b.free(x), Status::foreign);        // UNIPOOL_FOREIGN_CHECK
+  EXPECT_EQ(b.deallocate(x), Status::foreign);        // UNIPOOL_FOREIGN_CHECK
   EXPECT_EQ(b.allocation_size(x), 0u);          // UNIPOOL_FOREIGN_CHECK
   EXPECT_EQ(a.allocation_size(x), 100u);        // UNIPOOL_FOREIGN_CHECK
   // The raw form cannot see the tag, but the per-allocator first generation
   // keeps the two allocators' first handles apart.
   EXPECT_NE(x.handle, victim.handle);                      // UNIPOOL_FOREIGN_CHECK
-  EXPECT_EQ(b.free(x.offset, x.handle), Status::not_live);  // UNIPOOL_FOREIGN_CHECK
+  EXPECT_EQ(b.deallocate(x.offset, x.handle), Status::not_live);  // UNIPOOL_FOREIGN_CHECK
   EXPECT_EQ(b.live_allocations(), 1u);
-  EXPECT_EQ(b.free(victim), Status::ok);
-  EXPECT_EQ(a.free(x), Status::ok);
+  EXPECT_EQ(b.deallocate(victim), Status::ok);
+  EXPECT_EQ(a.deallocate(x), Status::ok);
   EXPECT_VALID(a);
   EXPECT_VALID(b);
 }
@@ -224,7 +224,7 @@ TEST(RangeAllocatorErrors, FailedAllocationIsForeignToEveryAllocator) {  // UNIP
   const RangeAllocation failed = a.allocate(0);                           // UNIPOOL_FOREIGN_CHECK
   EXPECT_EQ(failed.owner, 0u);                                            // UNIPOOL_FOREIGN_CHECK
   EXPECT_NE(a.tag(), 0u);                                                 // UNIPOOL_FOREIGN_CHECK
-  EXPECT_EQ(a.free(failed), Status::foreign);                             // UNIPOOL_FOREIGN_CHECK
+  EXPECT_EQ(a.deallocate(failed), Status::foreign);                             // UNIPOOL_FOREIGN_CHECK
   static_assert(sizeof(RangeAllocation) == 32);                           // UNIPOOL_FOREIGN_CHECK
 }                                                                         // UNIPOOL_FOREIGN_CHECK
 
@@ -235,9 +235,9 @@ TEST(RangeAllocatorErrors, MoveKeepsAllocationsWithTheirRanges) {
   const RangeAllocation x = a.allocate(100);
   ASSERT_TRUE(x);
   RangeAllocator b(std::move(a));
-  EXPECT_NE(a.free(x), Status::ok);
-  EXPECT_EQ(a.free(x), Status::foreign);  // UNIPOOL_FOREIGN_CHECK
-  EXPECT_EQ(b.free(x), Status::ok);
+  EXPECT_NE(a.deallocate(x), Status::ok);
+  EXPECT_EQ(a.deallocate(x), Status::foreign);  // UNIPOOL_FOREIGN_CHECK
+  EXPECT_EQ(b.deallocate(x), Status::ok);
   EXPECT_VALID(a);
   EXPECT_VALID(b);
 }

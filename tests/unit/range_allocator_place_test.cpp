@@ -35,7 +35,7 @@ TEST(AllocateAt, SplitsHeadAndTailOfTheFreeRange) {
                                                   free_range(10 * KiB + 3000, 54 * KiB - 3000)}));
   EXPECT_VALID(a);
   // Freed, it merges both ways: one free range again.
-  ASSERT_EQ(a.free(x), Status::ok);
+  ASSERT_EQ(a.deallocate(x), Status::ok);
   EXPECT_EQ(ranges_of(a), (std::vector<RangeInfo>{free_range(0, 64 * KiB)}));
   EXPECT_VALID(a);
 }
@@ -57,8 +57,8 @@ TEST(AllocateAt, AtTheStartAtTheEndAndFillingAGapExactly) {
   EXPECT_EQ(a.free_bytes(), 0u);
   EXPECT_VALID(a);
   // Handles from allocate_at are ordinary handles: a second free is refused.
-  ASSERT_EQ(a.free(middle), Status::ok);
-  EXPECT_EQ(a.free(middle), Status::not_live);
+  ASSERT_EQ(a.deallocate(middle), Status::ok);
+  EXPECT_EQ(a.deallocate(middle), Status::not_live);
   EXPECT_EQ(a.allocation_size(first.offset, first.handle), 1024u);
   EXPECT_VALID(a);
 }
@@ -96,7 +96,7 @@ TEST_F(AllocateAtRefusals, EachMisuseHasItsStatusAndChangesNothing) {
   expect_refused(6 * KiB, 4 * KiB, Status::out_of_space);    // free head, used tail
   expect_refused(4 * KiB, 5 * KiB, Status::out_of_space);    // straddles the used range
   // The same range is fine once it is free.
-  ASSERT_EQ(a.free(b), Status::ok);
+  ASSERT_EQ(a.deallocate(b), Status::ok);
   const RangeAllocation r = a.allocate_at(6 * KiB, 4 * KiB);
   ASSERT_TRUE(r);
   EXPECT_EQ(r.offset, 6 * KiB);
@@ -118,7 +118,7 @@ TEST(AllocateAt, RebuildsAnyLayoutAtTheSameOffsets) {
     for (int op = 0; op < 400; ++op) {
       if (!live.empty() && rng.chance(0.4)) {
         const size_t i = rng.below(live.size());
-        ASSERT_EQ(a.free(live[i]), Status::ok);
+        ASSERT_EQ(a.deallocate(live[i]), Status::ok);
         live[i] = live.back();
         live.pop_back();
       } else if (RangeAllocation x = a.allocate(rng.log_uniform(1, 64 * KiB))) {
@@ -127,7 +127,7 @@ TEST(AllocateAt, RebuildsAnyLayoutAtTheSameOffsets) {
     }
     const std::vector<RangeInfo> layout = ranges_of(a);
     const uint64_t used = a.used_bytes(), requested = a.requested_bytes();
-    for (const RangeAllocation& x : live) ASSERT_EQ(a.free(x), Status::ok);
+    for (const RangeAllocation& x : live) ASSERT_EQ(a.deallocate(x), Status::ok);
     ASSERT_EQ(a.free_ranges(), 1u);
 
     std::vector<RangeInfo> used_ranges;

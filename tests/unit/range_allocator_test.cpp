@@ -58,7 +58,7 @@ TEST(RangeAllocator, AllocateAndFreeOne) {
   EXPECT_EQ(a.trailing_free(), 1 * MiB - 100);
   EXPECT_EQ(ranges_of(a), (Ranges{used_range(0, 100), free_range(100, 1 * MiB - 100)}));
 
-  EXPECT_EQ(a.free(x), Status::ok);
+  EXPECT_EQ(a.deallocate(x), Status::ok);
   EXPECT_VALID(a);
   EXPECT_EQ(a.used_bytes(), 0u);
   EXPECT_EQ(a.requested_bytes(), 0u);
@@ -110,7 +110,7 @@ TEST(RangeAllocator, FillTheWholePoolThenEmptyIt) {
   test::Rng rng(7);
   while (!blocks.empty()) {
     const size_t i = rng.below(blocks.size());
-    EXPECT_EQ(a.free(blocks[i]), Status::ok);
+    EXPECT_EQ(a.deallocate(blocks[i]), Status::ok);
     blocks[i] = blocks.back();
     blocks.pop_back();
     ASSERT_VALID(a);
@@ -125,7 +125,7 @@ TEST(RangeAllocator, OneAllocationCanTakeTheWholePool) {
   EXPECT_EQ(x.offset, 0u);
   EXPECT_EQ(a.free_ranges(), 0u);
   EXPECT_VALID(a);
-  EXPECT_EQ(a.free(x), Status::ok);
+  EXPECT_EQ(a.deallocate(x), Status::ok);
   EXPECT_VALID(a);
 }
 
@@ -144,15 +144,15 @@ class Merging : public ::testing::Test {
 };
 
 TEST_F(Merging, MiddleThenLeftThenRightBecomeOneRange) {
-  ASSERT_EQ(a.free(B), Status::ok);
+  ASSERT_EQ(a.deallocate(B), Status::ok);
   EXPECT_VALID(a);
   EXPECT_EQ(ranges_of(a), (Ranges{used_range(0, 1000), free_range(1000, 1000), used_range(2000, 1000),
                                   used_range(3000, 1000)}));
-  ASSERT_EQ(a.free(A), Status::ok);  // merges with the free range on its right
+  ASSERT_EQ(a.deallocate(A), Status::ok);  // merges with the free range on its right
   EXPECT_VALID(a);
   EXPECT_EQ(a.free_ranges(), 1u);
   EXPECT_EQ(a.largest_free(), 2000u);
-  ASSERT_EQ(a.free(C), Status::ok);  // merges with the free range on its left
+  ASSERT_EQ(a.deallocate(C), Status::ok);  // merges with the free range on its left
   EXPECT_VALID(a);
   EXPECT_EQ(a.free_ranges(), 1u);
   EXPECT_EQ(a.largest_free(), 3000u);
@@ -165,23 +165,23 @@ TEST_F(Merging, MiddleThenLeftThenRightBecomeOneRange) {
 }
 
 TEST_F(Merging, FreeingBetweenTwoFreeRangesMergesAllThree) {
-  ASSERT_EQ(a.free(A), Status::ok);
-  ASSERT_EQ(a.free(C), Status::ok);
+  ASSERT_EQ(a.deallocate(A), Status::ok);
+  ASSERT_EQ(a.deallocate(C), Status::ok);
   EXPECT_VALID(a);
   EXPECT_EQ(a.free_ranges(), 2u);
-  ASSERT_EQ(a.free(B), Status::ok);
+  ASSERT_EQ(a.deallocate(B), Status::ok);
   EXPECT_VALID(a);
   EXPECT_EQ(a.free_ranges(), 1u);
   EXPECT_EQ(ranges_of(a), (Ranges{free_range(0, 3000), used_range(3000, 1000)}));
-  ASSERT_EQ(a.free(D), Status::ok);
+  ASSERT_EQ(a.deallocate(D), Status::ok);
   EXPECT_VALID(a);
   EXPECT_EQ(ranges_of(a), (Ranges{free_range(0, 4000)}));
   EXPECT_EQ(a.trailing_free(), 4000u);
 }
 
 TEST_F(Merging, LastBlockMergesWithTheFreeRangeBeforeIt) {
-  ASSERT_EQ(a.free(C), Status::ok);
-  ASSERT_EQ(a.free(D), Status::ok);
+  ASSERT_EQ(a.deallocate(C), Status::ok);
+  ASSERT_EQ(a.deallocate(D), Status::ok);
   EXPECT_VALID(a);
   EXPECT_EQ(ranges_of(a), (Ranges{used_range(0, 1000), used_range(1000, 1000), free_range(2000, 2000)}));
   EXPECT_EQ(a.trailing_free(), 2000u);
@@ -195,7 +195,7 @@ TEST(RangeAllocator, FreedBlockIsReusedForItsOwnSize) {
   const RangeAllocation y = a.allocate(5000);
   const RangeAllocation z = a.allocate(1000);
   ASSERT_TRUE(x && y && z);
-  ASSERT_EQ(a.free(y), Status::ok);
+  ASSERT_EQ(a.deallocate(y), Status::ok);
   EXPECT_VALID(a);
   const RangeAllocation again = a.allocate(5000);
   ASSERT_TRUE(again);
@@ -210,7 +210,7 @@ TEST(RangeAllocator, RequestTakesTheBestFitOfItsOwnBin) {
   ASSERT_TRUE(a.allocate(1000));
   const RangeAllocation y = a.allocate(5000);
   ASSERT_TRUE(a.allocate(1000));
-  ASSERT_EQ(a.free(y), Status::ok);
+  ASSERT_EQ(a.deallocate(y), Status::ok);
   const RangeAllocation smaller = a.allocate(4999);
   ASSERT_TRUE(smaller);
   EXPECT_EQ(smaller.offset, y.offset);
@@ -235,7 +235,7 @@ TEST(RangeAllocator, QueriesMatchHandComputedValues) {
   EXPECT_EQ(a.fragmentation(), 0.0);
   EXPECT_EQ(a.trailing_free(), 350u);
 
-  ASSERT_EQ(a.free(B), Status::ok);  // free: 200 @100, 350 @650
+  ASSERT_EQ(a.deallocate(B), Status::ok);  // free: 200 @100, 350 @650
   EXPECT_VALID(a);
   EXPECT_EQ(a.free_bytes(), 550u);
   EXPECT_EQ(a.free_ranges(), 2u);
@@ -243,7 +243,7 @@ TEST(RangeAllocator, QueriesMatchHandComputedValues) {
   EXPECT_DOUBLE_EQ(a.fragmentation(), 1.0 - 350.0 / 550.0);
   EXPECT_EQ(a.trailing_free(), 350u);
 
-  ASSERT_EQ(a.free(D), Status::ok);  // free: 200 @100, 400 @600
+  ASSERT_EQ(a.deallocate(D), Status::ok);  // free: 200 @100, 400 @600
   EXPECT_VALID(a);
   EXPECT_EQ(a.free_bytes(), 600u);
   EXPECT_EQ(a.free_ranges(), 2u);
@@ -286,7 +286,7 @@ TEST(RangeAllocator, LargestFreeScansTheWholeTopBin) {
   }
   const RangeAllocation rest = a.allocate(a.free_bytes());
   ASSERT_TRUE(rest);
-  for (const auto& h : holes) ASSERT_EQ(a.free(h), Status::ok);
+  for (const auto& h : holes) ASSERT_EQ(a.deallocate(h), Status::ok);
   EXPECT_VALID(a);
   EXPECT_EQ(a.free_ranges(), 4u);
   EXPECT_EQ(a.largest_free(), 1100u);
@@ -305,7 +305,7 @@ TEST(RangeAllocator, AllocationSize) {
   EXPECT_EQ(a.allocation_size(y.offset, y.handle ^ (uint64_t{1} << 40)), 0u);  // other generation
   EXPECT_EQ(a.allocation_size(0, 0), 0u);
   EXPECT_EQ(a.allocation_size(0, 0xFFFFFFFFu), 0u);  // node index past the pool
-  ASSERT_EQ(a.free(x), Status::ok);
+  ASSERT_EQ(a.deallocate(x), Status::ok);
   EXPECT_EQ(a.allocation_size(x.offset, x.handle), 0u);
   EXPECT_EQ(a.allocation_size(y.offset, y.handle), 512u);
   EXPECT_VALID(a);
@@ -321,7 +321,7 @@ TEST(RangeAllocator, ForEachRangeTilesTheCapacity) {
       if (x) live.push_back(x);
     } else {
       const size_t i = rng.below(live.size());
-      ASSERT_EQ(a.free(live[i]), Status::ok);
+      ASSERT_EQ(a.deallocate(live[i]), Status::ok);
       live[i] = live.back();
       live.pop_back();
     }
@@ -364,7 +364,7 @@ TEST(RangeAllocator, ZeroCapacityPoolIsValidAndCanGrow) {
   EXPECT_EQ(a.trailing_free(), 0u);
   EXPECT_TRUE(ranges_of(a).empty());
   EXPECT_EQ(a.allocate(1).status, Status::too_large);
-  EXPECT_EQ(a.free(0, 0), Status::not_live);
+  EXPECT_EQ(a.deallocate(0, 0), Status::not_live);
   EXPECT_VALID(a);
   ASSERT_EQ(a.extend(4096), Status::ok);
   EXPECT_VALID(a);
@@ -379,13 +379,13 @@ TEST(RangeAllocator, MoveKeepsEverything) {
   const RangeAllocation x = a.allocate(100);
   const RangeAllocation y = a.allocate(200);
   ASSERT_TRUE(x && y);
-  ASSERT_EQ(a.free(x), Status::ok);
+  ASSERT_EQ(a.deallocate(x), Status::ok);
   const test::Accounting before(a);
 
   RangeAllocator b(std::move(a));
   EXPECT_VALID(b);
   EXPECT_EQ(test::Accounting(b), before);
-  EXPECT_EQ(b.free(y), Status::ok);
+  EXPECT_EQ(b.deallocate(y), Status::ok);
   EXPECT_VALID(b);
 
   RangeAllocator c(10);
@@ -415,7 +415,7 @@ TEST(RangeAllocator, MovedFromAllocatorStaysUsable) {
   EXPECT_EQ(seen, a.capacity());
   const RangeAllocation x = a.allocate(1);
   if (x) {
-    EXPECT_EQ(a.free(x), Status::ok);
+    EXPECT_EQ(a.deallocate(x), Status::ok);
   }
   EXPECT_VALID(a);
   // Reassigning it is always fine.

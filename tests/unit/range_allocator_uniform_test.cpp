@@ -62,7 +62,7 @@ TEST_P(Uniform, HoldsFloorOfPoolOverSizeUnderEvictions) {
     for (uint64_t j = 0; j < k; ++j) {
       const size_t i = rng.below(live.size());
       holes.push_back(live[i].offset);
-      ASSERT_EQ(a.free(live[i]), Status::ok);
+      ASSERT_EQ(a.deallocate(live[i]), Status::ok);
       live[i] = live.back();
       live.pop_back();
       ASSERT_VALID(a);

@@ -190,7 +190,7 @@ class UnipoolHostAllocator final : public at::HostAllocator {
   }
   void end_allocate_to_pool(c10::MempoolId_t id) override { graph_pools_.end(id); }
   void release_pool(c10::MempoolId_t id) override {
-    for (void* p : graph_pools_.release(id)) host_pool().free(p);
+    for (void* p : graph_pools_.release(id)) host_pool().deallocate(p);
   }
 
   at::HostStats get_stats() override {
@@ -214,7 +214,7 @@ class UnipoolHostAllocator final : public at::HostAllocator {
                                             &stats_.allocated_bytes}) {
       st->reset_peak();
     }
-    host_pool().reset_peaks();
+    host_pool().reset_peak_stats();
   }
 
   static UnipoolHostAllocator& instance() {
@@ -250,7 +250,7 @@ class UnipoolHostAllocator final : public at::HostAllocator {
     if (live.graph_pool && graph_pools_.hold(*live.graph_pool, p)) return;
     FenceSource* fences = cuda_hooks().fences ? cuda_hooks().fences() : nullptr;
     if (live.streams.empty() || fences == nullptr) {
-      host_pool().free(p);
+      host_pool().deallocate(p);
       return;
     }
     std::vector<FenceId> ids;
@@ -259,11 +259,11 @@ class UnipoolHostAllocator final : public at::HostAllocator {
       if (f != kNoFence) ids.push_back(f);
     }
     if (ids.empty()) {
-      host_pool().free(p);  // no fence could be recorded: the backend error is in its last_error
+      host_pool().deallocate(p);  // no fence could be recorded: the backend error is in its last_error
     } else if (ids.size() == 1) {
-      host_pool().free_after(p, *fences, ids[0]);
+      host_pool().deallocate_after(p, *fences, ids[0]);
     } else {
-      host_pool().free_after(p, groups_, groups_.make(*fences, std::move(ids)));
+      host_pool().deallocate_after(p, groups_, groups_.make(*fences, std::move(ids)));
     }
   }
 

@@ -21,7 +21,7 @@ std::mutex g_host_mutex;  // serializes choosing the pool, not using it
 std::atomic<HostPool*> g_host_pool{nullptr};
 
 void free_host_block(void* p) {
-  if (p) host_pool().free(p);
+  if (p) host_pool().deallocate(p);
 }
 
 at::Tensor host_empty(std::vector<int64_t> shape, py::object dtype_obj) {
@@ -115,7 +115,7 @@ void bind_host_tensors(py::module_& m) {
   m.def("host_stats", &host_stats);
   m.def("host_validate", &host_validate);
   m.def("host_trim", [] { host_pool().trim(); });
-  m.def("host_reset_peaks", [] { host_pool().reset_peaks(); });
+  m.def("host_reset_peak_stats", [] { host_pool().reset_peak_stats(); });
   m.def("configure_host", &configure_host_pool, py::arg("conf"));
   m.def("host_owns", [](uint64_t ptr) { return host_pool().owns(reinterpret_cast<void*>(ptr)); });
 }

@@ -185,7 +185,7 @@ PyObject* core_alloc(PyObject* self, PyObject* const* args, Py_ssize_t nargs, Py
       PyErr_Format(PyExc_TypeError, "alloc(n, out): %s", kOutRule);
       return nullptr;
     }
-    s = t.is64 ? pool->alloc(n, static_cast<int64_t*>(t.data)) : pool->alloc(n, static_cast<int32_t*>(t.data));
+    s = t.is64 ? pool->allocate(n, static_cast<int64_t*>(t.data)) : pool->allocate(n, static_cast<int32_t*>(t.data));
     if (s != Status::ok) {
       raise_kv_error(s);
       return nullptr;
@@ -194,13 +194,13 @@ PyObject* core_alloc(PyObject* self, PyObject* const* args, Py_ssize_t nargs, Py
     return out;
   }
   std::vector<int64_t> ids(static_cast<size_t>(n));
-  s = pool->alloc(ids.size(), ids.data());
+  s = pool->allocate(ids.size(), ids.data());
   if (s != Status::ok) {
     raise_kv_error(s);
     return nullptr;
   }
   PyObject* list = list_of(ids);
-  if (!list) pool->free(ids.data(), ids.size());
+  if (!list) pool->deallocate(ids.data(), ids.size());
   return list;
 }
 
@@ -210,12 +210,12 @@ PyObject* core_free(PyObject* self, PyObject* ids) {
   Status s;
   IdTensor t;
   if (id_tensor(ids, t, /*write=*/false)) {
-    s = t.is64 ? pool->free(static_cast<const int64_t*>(t.data), t.n)
-               : pool->free(static_cast<const int32_t*>(t.data), t.n);
+    s = t.is64 ? pool->deallocate(static_cast<const int64_t*>(t.data), t.n)
+               : pool->deallocate(static_cast<const int32_t*>(t.data), t.n);
   } else {
     std::vector<int64_t> v;
     if (!read_ids(ids, v)) return nullptr;
-    s = pool->free(v.data(), v.size());
+    s = pool->deallocate(v.data(), v.size());
   }
   if (s != Status::ok) {
     raise_kv_error(s);
@@ -227,8 +227,8 @@ PyObject* core_free(PyObject* self, PyObject* ids) {
 // free_and_alloc with the free ids at `f` (FreeId) and the new ones to `o`.
 template <class FreeId>
 Status free_then_alloc(KVBlockPool* pool, const FreeId* f, size_t nf, size_t n, void* o, bool out64) {
-  return out64 ? pool->free_and_alloc(f, nf, n, static_cast<int64_t*>(o))
-               : pool->free_and_alloc(f, nf, n, static_cast<int32_t*>(o));
+  return out64 ? pool->deallocate_and_allocate(f, nf, n, static_cast<int64_t*>(o))
+               : pool->deallocate_and_allocate(f, nf, n, static_cast<int32_t*>(o));
 }
 
 // free_and_alloc(ids, n, out=None): frees `ids`, then allocates n blocks,
@@ -277,7 +277,7 @@ PyObject* core_free_and_alloc(PyObject* self, PyObject* const* args, Py_ssize_t 
     return out;
   }
   PyObject* list = list_of(listed);
-  if (!list) pool->free(listed.data(), listed.size());
+  if (!list) pool->deallocate(listed.data(), listed.size());
   return list;
 }
 
@@ -324,7 +324,7 @@ PyObject* core_stats(PyObject* self, PyObject*) {
   put("frees", s.frees);
   put("failed_allocs", s.failed_allocs);
   put("misuse_errors", s.misuse_errors);
-  PyObject* state = PyUnicode_FromString(pool->pinning_state());
+  PyObject* state = PyUnicode_FromString(to_string(pool->pinning_state()));
   PyDict_SetItemString(d, "pinning_state", state);
   Py_DECREF(state);
   return d;
@@ -347,7 +347,7 @@ PyObject* get_pinned(PyObject* self, void*) {
 }
 PyObject* get_pinning_state(PyObject* self, void*) {
   KVBlockPool* pool = pool_or_raise(self);
-  return pool ? PyUnicode_FromString(pool->pinning_state()) : nullptr;
+  return pool ? PyUnicode_FromString(to_string(pool->pinning_state())) : nullptr;
 }
 
 PyMethodDef g_methods[] = {

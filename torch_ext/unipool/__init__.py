@@ -14,11 +14,12 @@ import os as _os
 import torch as _torch  # loads libtorch before the extension
 
 from . import _C
-from ._C import KVDoubleFreeError, KVPoolExhaustedError, host_stats, host_validate
+from ._C import (KVDoubleFreeError, KVPoolExhaustedError, host_reset_peak_stats, host_stats, host_trim,
+                 host_validate)
 from .kv import KVBlockPool
 
 __all__ = ["KVBlockPool", "KVPoolExhaustedError", "KVDoubleFreeError", "empty", "zeros", "ones", "full",
-           "empty_like", "host_stats", "host_validate", "library_path"]
+           "empty_like", "host_stats", "host_reset_peak_stats", "host_trim", "host_validate", "library_path"]
 __version__ = "0.1.0"
 
 

@@ -26,6 +26,18 @@ typedef enum unipool_status {
 /* A static, human-readable description of a status. */
 const char* unipool_status_string(unipool_status_t status);
 
+/* Same values as unipool::PinningState (include/unipool/host_config.hpp):
+ * where a pool's memory stands with respect to pinning. */
+typedef enum unipool_pinning_state {
+  UNIPOOL_PINNING_PAGEABLE = 0,         /* pinned=off */
+  UNIPOOL_PINNING_PAGEABLE_NO_GPU = 1,  /* pinning asked, no CUDA device */
+  UNIPOOL_PINNING_PINNED = 2,           /* every committed chunk is pinned */
+  UNIPOOL_PINNING_PARTIALLY_PINNED = 3  /* best_effort, some registrations failed */
+} unipool_pinning_state_t;
+
+/* A static, human-readable description ("pinned", "pageable (pinned=off)"). */
+const char* unipool_pinning_state_string(unipool_pinning_state_t state);
+
 /* The last error message of this thread (a config key that was wrong, the
  * OOM report of the device pool, ...); "" if none. Valid until the thread's
  * next unipool call. */

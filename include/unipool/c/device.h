@@ -32,12 +32,13 @@ void unipool_device_pools_destroy(unipool_device_pools_t* pools);
 unipool_device_pools_t* unipool_device_default(void);
 int unipool_device_count(unipool_device_pools_t* pools);
 
-/* size bytes on `device`, stream-ordered on `stream`. NULL on failure;
- * *status (if given) says why: UNIPOOL_ZERO_SIZE, UNIPOOL_TOO_LARGE,
- * UNIPOOL_OUT_OF_SPACE (out of memory), UNIPOOL_BAD_ARGUMENT,
- * UNIPOOL_BACKEND_ERROR (the backend failed for a reason other than OOM). */
-void* unipool_device_alloc(unipool_device_pools_t* pools, size_t size, int device, void* stream,
-                           unipool_status_t* status);
+/* size bytes on `device`, stream-ordered on `stream`, to *out. On failure
+ * *out is NULL and the status says why: UNIPOOL_ZERO_SIZE,
+ * UNIPOOL_TOO_LARGE, UNIPOOL_OUT_OF_SPACE (out of memory),
+ * UNIPOOL_BAD_ARGUMENT, UNIPOOL_BACKEND_ERROR (the backend failed for a
+ * reason other than OOM). */
+unipool_status_t unipool_device_alloc(unipool_device_pools_t* pools, size_t size, int device, void* stream,
+                                      void** out);
 /* UNIPOOL_NOT_LIVE for a double free, a foreign or interior pointer. */
 unipool_status_t unipool_device_free(unipool_device_pools_t* pools, void* ptr);
 /* The same, looking on `device` first. */

@@ -12,8 +12,12 @@ extern "C" {
 
 typedef struct unipool_host_pool unipool_host_pool_t;
 
-/* Same fields as unipool::HostPoolStats (bytes unless named otherwise). */
+/* Same fields as unipool::HostPoolStats (bytes unless named otherwise).
+ * Set `size` to sizeof(unipool_host_stats_t) before the call: a newer
+ * library fills only the fields an older caller's struct has, and sets
+ * `size` to the bytes it wrote. Fields are only ever appended. */
 typedef struct unipool_host_stats {
+  uint64_t size;
   uint64_t requested_bytes, peak_requested_bytes;
   uint64_t allocated_bytes, peak_allocated_bytes;
   uint64_t committed_bytes, peak_committed_bytes;
@@ -52,14 +56,16 @@ unipool_host_pool_t* unipool_host_default(void);
 /* Checks a config string without making a pool. */
 unipool_status_t unipool_host_config_check(const char* config);
 
-/* At least `size` bytes aligned to 16 (or to `alignment`, a power of two). */
-void* unipool_host_alloc(unipool_host_pool_t* pool, size_t size);
-void* unipool_host_alloc_aligned(unipool_host_pool_t* pool, size_t size, size_t alignment);
+/* At least `size` bytes aligned to 16 (or to `alignment`, a power of two),
+ * to *out. On failure *out is NULL and the status says why:
+ * UNIPOOL_ZERO_SIZE, UNIPOOL_BAD_ALIGNMENT, UNIPOOL_TOO_LARGE,
+ * UNIPOOL_OUT_OF_SPACE (limit reached, no memory, pinning failed). */
+unipool_status_t unipool_host_alloc(unipool_host_pool_t* pool, size_t size, void** out);
+unipool_status_t unipool_host_alloc_aligned(unipool_host_pool_t* pool, size_t size, size_t alignment, void** out);
 /* `size` zero bytes, aligned to 16 (calloc; multiply and check count * size
  * yourself). Blocks new from the OS read zero and are not written, so their
- * pages are not faulted in. NULL with the reason in the last error, like
- * unipool_host_alloc (UNIPOOL_ZERO_SIZE for 0). */
-void* unipool_host_alloc_zeroed(unipool_host_pool_t* pool, size_t size);
+ * pages are not faulted in. Fails as unipool_host_alloc does. */
+unipool_status_t unipool_host_alloc_zeroed(unipool_host_pool_t* pool, size_t size, void** out);
 /* UNIPOOL_NOT_LIVE for a foreign, interior or already freed pointer. */
 unipool_status_t unipool_host_free(unipool_host_pool_t* pool, void* ptr);
 /* Frees `ptr` once `fence` completes; it is not reused before. */
@@ -70,16 +76,16 @@ size_t unipool_host_collect_deferred(unipool_host_pool_t* pool);
 /* Usable bytes of a live block, 0 if `ptr` is not one. */
 size_t unipool_host_usable_size(unipool_host_pool_t* pool, const void* ptr);
 int unipool_host_is_pinned(unipool_host_pool_t* pool, const void* ptr);
-/* "pinned", "pageable (no CUDA device to pin with)", ... */
-const char* unipool_host_pinning_state(unipool_host_pool_t* pool);
+/* UNIPOOL_PINNING_PAGEABLE for a NULL pool. */
+unipool_pinning_state_t unipool_host_pinning_state(unipool_host_pool_t* pool);
 
 /* With pin_thread=on: returns once the pinning thread has no request taken
  * or waiting (for tests and benchmarks that want a settled pool). */
 void unipool_host_wait_for_pinning(unipool_host_pool_t* pool);
 void unipool_host_flush_thread_cache(unipool_host_pool_t* pool);
 void unipool_host_trim(unipool_host_pool_t* pool);
-unipool_status_t unipool_host_get_stats(unipool_host_pool_t* pool, unipool_host_stats_t* out);
-void unipool_host_reset_peaks(unipool_host_pool_t* pool);
+unipool_status_t unipool_host_stats(unipool_host_pool_t* pool, unipool_host_stats_t* out);
+void unipool_host_reset_peak_stats(unipool_host_pool_t* pool);
 /* UNIPOOL_OK, or UNIPOOL_BAD_ARGUMENT with the broken invariant in the last
  * error. Wants no concurrent use of the pool. */
 unipool_status_t unipool_host_validate(unipool_host_pool_t* pool);
