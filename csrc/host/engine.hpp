@@ -244,6 +244,19 @@ class Engine {
   // Live small/middle blocks per class from the counters, and the bytes not
   // yet folded into the gauges (heaps_lock_ held).
   void count_small(int64_t live[kNumClasses], uint64_t refills[kNumClasses], int64_t* unflushed) const noexcept;
+  // stats(), in parts (engine_stats.cpp).
+  struct LiveSums {
+    int64_t small_bytes = 0;  // live small and middle blocks, at their class sizes
+    LargeSums large;          // large tallies not folded into the gauges yet
+  };
+  struct SegmentSums {
+    uint64_t bytes = 0, overhead = 0;
+  };
+  LiveSums count_live(HostPoolStats& st) const noexcept;
+  SegmentSums count_segments(HostPoolStats& st) const noexcept;
+  void count_arenas(HostPoolStats& st) const noexcept;
+  void fill_bytes(HostPoolStats& st, const LiveSums& live, const SegmentSums& segments) const noexcept;
+  void fill_counters(HostPoolStats& st, const LiveSums& live) const noexcept;
   bool validate_pages(const int64_t live[kNumClasses], Message* why) const;
   bool is_deferred(const void* p) const noexcept;
   void refresh_fast_span() noexcept;  // deferred_lock_ held

@@ -24,46 +24,47 @@ void Engine::count_small(int64_t live[kNumClasses], uint64_t refills[kNumClasses
   }
 }
 
-HostPoolStats Engine::stats() const noexcept {
-  HostPoolStats st;
+// Live small and middle blocks per class, and the large tallies threads
+// have not folded into the gauges yet.
+Engine::LiveSums Engine::count_live(HostPoolStats& st) const noexcept {
   int64_t live[kNumClasses];
   uint64_t refills[kNumClasses];
-  int64_t unflushed = 0;
-  int64_t large_blocks = 0, large_requested = 0, large_extent = 0;  // not yet folded
+  int64_t unflushed = 0;  // validate() checks it; the figures below do not need it
+  LiveSums sums;
   {
     LockGuard lock(heaps_lock_);
     count_small(live, refills, &unflushed);
-    const LargeSums large = count_large_tallies();
-    large_blocks = large.blocks;
-    large_requested = large.requested;
-    large_extent = large.extent;
+    sums.large = count_large_tallies();
   }
-  (void)unflushed;
-  int64_t small_live_bytes = 0;
   for (uint32_t c = 0; c < kNumClasses; ++c) {
     HostClassStats& cs = st.classes[c];
     cs.block_size = kClassSize[c];
     cs.live_blocks = live[c] > 0 ? static_cast<uint64_t>(live[c]) : 0;
     cs.refills = refills[c];
-    small_live_bytes += live[c] * static_cast<int64_t>(kClassSize[c]);
+    sums.small_bytes += live[c] * static_cast<int64_t>(kClassSize[c]);
     if (c < kNumSmallClasses) st.small_blocks += cs.live_blocks;
     else st.middle_blocks += cs.live_blocks;
   }
   st.num_classes = kNumClasses;
+  return sums;
+}
 
-  uint64_t segment_bytes = 0, overhead = 0;
+// Pages formatted per class and the free blocks in them; segment bytes and
+// what of them holds no block (headers, page tails).
+Engine::SegmentSums Engine::count_segments(HostPoolStats& st) const noexcept {
+  SegmentSums sums;
   {
     LockGuard lock(pages_lock_);
     for (const Segment* seg = all_segments_; seg != nullptr; seg = seg->all_next) {
-      segment_bytes += kSegmentSize;
-      overhead += kSegmentHeaderBytes;
+      sums.bytes += kSegmentSize;
+      sums.overhead += kSegmentHeaderBytes;
       for (uint32_t i = 0; i < seg->page_count; ++i) {
         const Page& page = seg->pages[i];
         if (page.owner.load(std::memory_order_relaxed) == kOwnerNone || page.cls == kNoClass) continue;
         HostClassStats& cs = st.classes[page.cls];
         ++cs.pages;
         cs.free_blocks += page.capacity;
-        overhead += const_cast<Segment*>(seg)->page_bytes(i) - uint64_t{page.capacity} * page.block_size;
+        sums.overhead += const_cast<Segment*>(seg)->page_bytes(i) - uint64_t{page.capacity} * page.block_size;
       }
     }
   }
@@ -71,40 +72,42 @@ HostPoolStats Engine::stats() const noexcept {
     HostClassStats& cs = st.classes[c];
     cs.free_blocks = cs.free_blocks > cs.live_blocks ? cs.free_blocks - cs.live_blocks : 0;
   }
+  return sums;
+}
 
-  uint64_t arena_free = 0, reserved = 0;
+void Engine::count_arenas(HostPoolStats& st) const noexcept {
   for (uint32_t i = 0; i < arena_count_.load(std::memory_order_acquire); ++i) {
     FutexGuard lock(arenas_[i].mutex());
-    arena_free += arenas_[i].free_committed_bytes();
-    reserved += arenas_[i].reserved();
+    st.arena_free_bytes += arenas_[i].free_committed_bytes();
+    st.reserved_bytes += arenas_[i].reserved();
   }
+}
+
+// The byte figures and their peaks. Small and middle blocks count from the
+// classes' live counts; the gauges hold the rest (minus what was folded).
+void Engine::fill_bytes(HostPoolStats& st, const LiveSums& live, const SegmentSums& segments) const noexcept {
   uint64_t huge_cache_bytes = 0;
   {
     LockGuard lock(huge_lock_);
     huge_cache_bytes = huge_cache_bytes_;
   }
-
   const int64_t flushed = small_flushed_.load(std::memory_order_relaxed);
-  const int64_t other_allocated = allocated_.now.load(std::memory_order_relaxed) - flushed + large_extent;
-  const int64_t other_requested = requested_.now.load(std::memory_order_relaxed) - flushed + large_requested;
+  const int64_t other_allocated = allocated_.now.load(std::memory_order_relaxed) - flushed + live.large.extent;
+  const int64_t other_requested = requested_.now.load(std::memory_order_relaxed) - flushed + live.large.requested;
   const uint64_t deferred = deferred_bytes_.get();
-  const auto allocated_total = static_cast<uint64_t>(small_live_bytes + other_allocated);
-  const auto requested_total = static_cast<uint64_t>(small_live_bytes + other_requested);
-  const uint64_t small_cached = segment_bytes - overhead - static_cast<uint64_t>(small_live_bytes);
+  const auto allocated_total = static_cast<uint64_t>(live.small_bytes + other_allocated);
+  const auto requested_total = static_cast<uint64_t>(live.small_bytes + other_requested);
+  const uint64_t small_cached = segments.bytes - segments.overhead - static_cast<uint64_t>(live.small_bytes);
 
   st.allocated_bytes = allocated_total - deferred;
   // A block freed with free_after is freed for its user: neither allocated
   // nor requested, only deferred, until its fence completes.
-  const uint64_t deferred_requested = deferred_requested_.get();
-  st.requested_bytes = requested_total - deferred_requested;
+  st.requested_bytes = requested_total - deferred_requested_.get();
   st.deferred_bytes = deferred;
-  st.deferred_blocks = deferred_count_.load(std::memory_order_relaxed);
   st.committed_bytes = committed_.get();
   st.pinned_bytes = pinned_.get();
   st.cached_bytes = small_cached + huge_cache_bytes;
-  st.arena_free_bytes = arena_free;
-  st.overhead_bytes = overhead;
-  st.reserved_bytes = reserved;
+  st.overhead_bytes = segments.overhead;
   cached_.now.store(static_cast<int64_t>(st.cached_bytes), std::memory_order_relaxed);
   cached_.observe(static_cast<int64_t>(st.cached_bytes));
 
@@ -118,18 +121,31 @@ HostPoolStats Engine::stats() const noexcept {
   st.peak_pinned_bytes = peak(pinned_, st.pinned_bytes);
   st.peak_cached_bytes = peak(cached_, st.cached_bytes);
   st.peak_deferred_bytes = peak(deferred_bytes_, deferred);
+}
 
-  st.large_blocks = large_count_.load(std::memory_order_relaxed) + static_cast<uint64_t>(large_blocks);
-  st.huge_blocks = huge_count_.load(std::memory_order_relaxed);
-  st.huge_cache_hits = huge_hits_.load(std::memory_order_relaxed);
-  st.huge_cache_misses = huge_misses_.load(std::memory_order_relaxed);
-  st.pin_registrations = registrations_.load(std::memory_order_relaxed);
-  st.pin_failures = pin_failures_.load(std::memory_order_relaxed);
-  st.pageable_bytes = pageable_bytes_.load(std::memory_order_relaxed);
-  st.hugetlb_fallbacks = hugetlb_fallbacks_.load(std::memory_order_relaxed);
-  st.pin_thread_registrations = pin_.registrations.load(std::memory_order_relaxed);
-  st.pin_thread_waits = pin_.waits.load(std::memory_order_relaxed);
-  st.misuse_errors = misuse_count_.load(std::memory_order_relaxed);
+void Engine::fill_counters(HostPoolStats& st, const LiveSums& live) const noexcept {
+  constexpr auto relaxed = std::memory_order_relaxed;
+  st.deferred_blocks = deferred_count_.load(relaxed);
+  st.large_blocks = large_count_.load(relaxed) + static_cast<uint64_t>(live.large.blocks);
+  st.huge_blocks = huge_count_.load(relaxed);
+  st.huge_cache_hits = huge_hits_.load(relaxed);
+  st.huge_cache_misses = huge_misses_.load(relaxed);
+  st.pin_registrations = registrations_.load(relaxed);
+  st.pin_failures = pin_failures_.load(relaxed);
+  st.pageable_bytes = pageable_bytes_.load(relaxed);
+  st.hugetlb_fallbacks = hugetlb_fallbacks_.load(relaxed);
+  st.pin_thread_registrations = pin_.registrations.load(relaxed);
+  st.pin_thread_waits = pin_.waits.load(relaxed);
+  st.misuse_errors = misuse_count_.load(relaxed);
+}
+
+HostPoolStats Engine::stats() const noexcept {
+  HostPoolStats st;
+  const LiveSums live = count_live(st);
+  const SegmentSums segments = count_segments(st);
+  count_arenas(st);
+  fill_bytes(st, live, segments);
+  fill_counters(st, live);
   return st;
 }
 
