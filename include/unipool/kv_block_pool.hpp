@@ -123,7 +123,7 @@ class KVBlockPool {
   uint64_t num_blocks() const noexcept { return num_blocks_; }
   uint64_t arena_bytes() const noexcept { return arena_bytes_; }
   bool pinned() const noexcept { return pinned_bytes_ == arena_bytes_ && arena_bytes_ != 0; }
-  // "pinned", "pageable (pinned=off)", "pageable (no CUDA device)", ...
+  // Whether the arena is pinned, and why not (to_string() for the text).
   PinningState pinning_state() const noexcept { return pinning_state_; }
   size_t free_blocks() const noexcept;
   // Whether id is a block handed out and not yet freed.

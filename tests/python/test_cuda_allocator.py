@@ -7,6 +7,7 @@ from conftest import SIM, needs_gpu, run_py
 INSTALL = f"""
 import torch, unipool, unipool.torch as ut
 from unipool import _C
+from unipool import _testing
 ut.install(device_conf="{SIM}")
 """
 
@@ -15,7 +16,7 @@ def test_install_before_cuda_init_switches_torch_backend():
     out = run_py(INSTALL + """
 assert not torch.cuda.is_initialized()
 print(torch.cuda.memory.get_allocator_backend())
-print(_C._torch_allocator_name(), _C._torch_get_allocator_is_unipool(), _C._host_allocator_is_unipool())
+print(_testing.torch_allocator_name(), _testing.torch_get_allocator_is_unipool(), _testing.host_allocator_is_unipool())
 ut.install(device_conf="%s")   # idempotent with the same config
 print(ut.installed())
 """ % SIM)
@@ -25,52 +26,52 @@ print(ut.installed())
 def test_allocate_free_record_stream_and_stats_through_torch_pointer():
     run_py(INSTALL + """
 MiB = 1 << 20
-h, p = _C._cuda_allocate(3 * MiB)
+h, p = _testing.cuda_allocate(3 * MiB)
 assert p != 0 and p % 512 == 0
-s = _C._cuda_device_stats(0)
+s = _testing.cuda_device_stats(0)
 assert s["allocated_bytes.all.current"] == 3 * MiB
 assert s["requested_bytes.all.current"] == 3 * MiB
 assert s["allocation.large_pool.current"] == 1 and s["allocation.small_pool.current"] == 0
 assert s["reserved_bytes.all.current"] >= 3 * MiB and s["num_device_alloc"] >= 1
 # Used on another stream: after the free the block waits for that stream's fence.
-_C._cuda_record_stream(h, 0x1234)
-_C._cuda_free(h)
-s = _C._cuda_device_stats(0)
+_testing.cuda_record_stream(h, 0x1234)
+_testing.cuda_free(h)
+s = _testing.cuda_device_stats(0)
 assert s["allocated_bytes.all.current"] == 0
 assert s["active_bytes.all.current"] == 3 * MiB, s["active_bytes.all.current"]
-assert _C._sim_outstanding_fences() == 1
-_C._sim_complete_all()
-_C._cuda_empty_cache()
-s = _C._cuda_device_stats(0)
+assert _testing.sim_outstanding_fences() == 1
+_testing.sim_complete_all()
+_testing.cuda_empty_cache()
+s = _testing.cuda_device_stats(0)
 assert s["active_bytes.all.current"] == 0 and s["reserved_bytes.all.current"] == 0
 assert s["allocated_bytes.all.peak"] == 3 * MiB
-_C._cuda_reset_peak(0)
-assert _C._cuda_device_stats(0)["allocated_bytes.all.peak"] == 0
-_C._cuda_reset_accumulated(0)
-assert _C._cuda_device_stats(0)["allocation.all.allocated"] == 0
+_testing.cuda_reset_peak(0)
+assert _testing.cuda_device_stats(0)["allocated_bytes.all.peak"] == 0
+_testing.cuda_reset_accumulated(0)
+assert _testing.cuda_device_stats(0)["allocation.all.allocated"] == 0
 # raw_alloc / raw_alloc_with_stream / raw_delete; small blocks from the small pool.
-a = _C._cuda_raw_alloc(1000)
-b = _C._cuda_raw_alloc_with_stream(2 * MiB, 77)
-s = _C._cuda_device_stats(0)
+a = _testing.cuda_raw_alloc(1000)
+b = _testing.cuda_raw_alloc_with_stream(2 * MiB, 77)
+s = _testing.cuda_device_stats(0)
 assert s["allocation.small_pool.current"] == 1 and s["allocation.large_pool.current"] == 1
 assert s["requested_bytes.all.current"] == 1000 + 2 * MiB
-base, size = _C._cuda_base_allocation(a + 512)
+base, size = _testing.cuda_base_allocation(a + 512)
 assert base <= a < base + size
-_C._cuda_raw_delete(a); _C._cuda_raw_delete(b)
+_testing.cuda_raw_delete(a); _testing.cuda_raw_delete(b)
 try:
-    _C._cuda_raw_delete(b)
+    _testing.cuda_raw_delete(b)
     raise SystemExit("double free was not refused")
 except RuntimeError as e:
     assert "double free" in str(e)
-assert _C._cuda_cache_info(0) > 0   # cudnn.benchmark's question: the largest cached block
-_C._cuda_validate()
+assert _testing.cuda_cache_info(0) > 0   # cudnn.benchmark's question: the largest cached block
+_testing.cuda_validate()
 """)
 
 
 def test_stats_keys_are_torchs_memory_stats_keys():
     out = run_py(INSTALL + """
-h, p = _C._cuda_allocate(5 << 20)
-ours = _C._cuda_device_stats(0)
+h, p = _testing.cuda_allocate(5 << 20)
+ours = _testing.cuda_device_stats(0)
 # torch's own memory_stats() code (it returns {} before CUDA init; the
 # allocator behind it is ours), flattening torch's C++ dict.
 torch.cuda.memory.is_initialized = lambda: True
@@ -92,39 +93,39 @@ print(" ".join(extra))
 
 def test_memory_fraction_and_oom_through_torch():
     run_py(INSTALL + """
-_C._cuda_set_memory_fraction(0.25, 0)
-assert _C._cuda_get_memory_fraction(0) == 0.25
+_testing.cuda_set_memory_fraction(0.25, 0)
+assert _testing.cuda_get_memory_fraction(0) == 0.25
 try:
-    _C._cuda_raw_alloc(512 << 20)       # 512 MiB > a quarter of the 1 GiB sim device
+    _testing.cuda_raw_alloc(512 << 20)       # 512 MiB > a quarter of the 1 GiB sim device
     raise SystemExit("no OOM")
 except torch.OutOfMemoryError as e:
     assert "out of memory" in str(e).lower(), str(e)
-assert _C._cuda_device_stats(0)["num_ooms"] == 1
+assert _testing.cuda_device_stats(0)["num_ooms"] == 1
 """)
 
 
 def test_mempool_calls_route_to_a_private_pool():
     run_py(INSTALL + """
-_C._cuda_pool_create(0, 1, 0)
-assert _C._cuda_pool_use_count(0, 1, 0) == 1
-_C._cuda_pool_begin(0, 1, 0)
-assert _C._cuda_pool_use_count(0, 1, 0) == 2       # begin takes a reference, as in PyTorch
-a = _C._cuda_raw_alloc(4 << 20)
-_C._cuda_pool_end(0, 1, 0)
-b = _C._cuda_raw_alloc(4 << 20)
-segs = _C._cuda_snapshot(1, 0)
+_testing.cuda_pool_create(0, 1, 0)
+assert _testing.cuda_pool_use_count(0, 1, 0) == 1
+_testing.cuda_pool_begin(0, 1, 0)
+assert _testing.cuda_pool_use_count(0, 1, 0) == 2       # begin takes a reference, as in PyTorch
+a = _testing.cuda_raw_alloc(4 << 20)
+_testing.cuda_pool_end(0, 1, 0)
+b = _testing.cuda_raw_alloc(4 << 20)
+segs = _testing.cuda_snapshot(1, 0)
 assert segs and all(tuple(s["pool"]) == (1, 0) for s in segs)
 assert any(s["address"] <= a < s["address"] + s["total_size"] for s in segs)
 assert not any(s["address"] <= b < s["address"] + s["total_size"] for s in segs)
-assert _C._cuda_pool_check_live(0, 1, 0, [a]) and not _C._cuda_pool_check_live(0, 1, 0, [])
-assert _C._cuda_device_stats(0)["allocated_bytes.all.current"] == 8 << 20
-_C._cuda_raw_delete(a); _C._cuda_raw_delete(b)
-_C._cuda_pool_release(0, 1, 0)                       # the context's reference
-assert _C._cuda_pool_use_count(0, 1, 0) == 1
-_C._cuda_pool_release(0, 1, 0)                       # the creator's
-assert _C._cuda_pool_use_count(0, 1, 0) == 0
-assert _C._cuda_snapshot(1, 0) == []
-_C._cuda_validate()
+assert _testing.cuda_pool_check_live(0, 1, 0, [a]) and not _testing.cuda_pool_check_live(0, 1, 0, [])
+assert _testing.cuda_device_stats(0)["allocated_bytes.all.current"] == 8 << 20
+_testing.cuda_raw_delete(a); _testing.cuda_raw_delete(b)
+_testing.cuda_pool_release(0, 1, 0)                       # the context's reference
+assert _testing.cuda_pool_use_count(0, 1, 0) == 1
+_testing.cuda_pool_release(0, 1, 0)                       # the creator's
+assert _testing.cuda_pool_use_count(0, 1, 0) == 0
+assert _testing.cuda_snapshot(1, 0) == []
+_testing.cuda_validate()
 """)
 
 
@@ -133,7 +134,7 @@ _C._cuda_validate()
 def test_unsupported_methods_raise_naming_the_method(method):
     run_py(INSTALL + f"""
 try:
-    _C._cuda_call_unsupported("{method}")
+    _testing.cuda_call_unsupported("{method}")
     raise SystemExit("no error")
 except (RuntimeError, NotImplementedError) as e:
     assert "{method}" in str(e), str(e)
@@ -202,10 +203,10 @@ x = unipool.empty(4 << 20, dtype=torch.float32)   # 16 MiB: limit=4MiB would ref
 assert unipool.host_stats()["committed_bytes"] > 4 << 20
 """, env={"UNIPOOL_NULLGPU": "devices=0"})
     run_py("""
-import unipool, unipool.torch as ut
+import unipool, unipool._testing, unipool.torch as ut
 try:
     ut.install("", "limit=4MiB")
 except RuntimeError:
     pass
-unipool._C.configure_host("pinned=off,limit=1GiB")  # the pool is not in use yet
+unipool._testing.configure_host("pinned=off,limit=1GiB")  # the pool is not in use yet
 """, env={"UNIPOOL_NULLGPU": "devices=0"})

@@ -8,21 +8,22 @@ from conftest import SIM, run_py
 INSTALL = f"""
 import torch, unipool.torch as ut
 from unipool import _C
+from unipool import _testing
 ut.install(device_conf="{SIM},expandable_segments=false")
 MiB = 1 << 20
 POOL = (1, 0)
 def in_pool(*sizes):
-    _C._cuda_pool_begin(0, *POOL)
+    _testing.cuda_pool_begin(0, *POOL)
     try:
-        return [_C._cuda_raw_alloc(n) for n in sizes]
+        return [_testing.cuda_raw_alloc(n) for n in sizes]
     finally:
-        _C._cuda_pool_end(0, *POOL)
+        _testing.cuda_pool_end(0, *POOL)
 def live(*ptrs):
-    return _C._cuda_pool_check_live(0, *POOL, list(ptrs))
+    return _testing.cuda_pool_check_live(0, *POOL, list(ptrs))
 def storage(ptr, nbytes):
     # what cudagraph trees rebuild for a live output of a replay: no deleter
     return torch._C._construct_storage_from_data_pointer(ptr, torch.device("cuda", 0), nbytes)
-_C._cuda_pool_create(0, *POOL)
+_testing.cuda_pool_create(0, *POOL)
 """
 
 
@@ -32,9 +33,9 @@ a, b, c = in_pool(2 * MiB, 3 * MiB, 1000)
 state = torch._C._cuda_getCheckpointState(0, POOL)       # after "recording" a graph
 assert type(state).__name__ == "_cuda_CUDAAllocator_AllocatorState"
 # Later: b and c died, another recording used the pool and its output died too.
-_C._cuda_raw_delete(b); _C._cuda_raw_delete(c)
+_testing.cuda_raw_delete(b); _testing.cuda_raw_delete(c)
 (d,) = in_pool(5 * MiB)
-_C._cuda_raw_delete(d)
+_testing.cuda_raw_delete(d)
 assert live(a)
 # Back to the checkpoint. a and c are live outputs rebuilt without deleters; b is
 # dead since then: its DataPtr is released by torch and cudagraph trees frees it.
@@ -43,7 +44,7 @@ assert not torch._C._has_Standard_Deleter(sa._cdata)
 torch._C._cuda_setCheckpointPoolState(0, state, [], [sa._cdata, sc._cdata])
 assert live(a, b, c), "the checkpoint's blocks are allocated again, at their addresses"
 assert torch._C._has_Standard_Deleter(sa._cdata) and torch._C._has_Standard_Deleter(sc._cdata)
-s = _C._cuda_device_stats(0)
+s = _testing.cuda_device_stats(0)
 assert s["allocation.all.current"] == 3, s["allocation.all.current"]
 assert s["requested_bytes.all.current"] == 5 * MiB + 1000
 torch._C._cuda_cudaCachingAllocator_raw_delete(b)        # "ptrs_to_deallocate"
@@ -53,9 +54,9 @@ assert live(c)
 torch._C._free_And_Remove_DeleterFn(sc._cdata)             # frees c, leaves the storage without a deleter
 assert live()
 del sc
-assert _C._cuda_device_stats(0)["allocation.all.current"] == 0
-_C._cuda_pool_validate(0, *POOL)
-_C._cuda_validate()
+assert _testing.cuda_device_stats(0)["allocation.all.current"] == 0
+_testing.cuda_pool_validate(0, *POOL)
+_testing.cuda_validate()
 """)
 
 
@@ -69,11 +70,11 @@ state = torch._C._cuda_getCheckpointState(0, POOL)
 sa = storage(a, 4 * MiB)
 torch._C._cuda_setCheckpointPoolState(0, state, [], [sa._cdata])
 assert live(a, b) and torch._C._has_Standard_Deleter(sa._cdata)
-assert _C._cuda_device_stats(0)["allocation.all.current"] == 2
+assert _testing.cuda_device_stats(0)["allocation.all.current"] == 2
 del sa
 assert live(b)
-_C._cuda_raw_delete(b)
-_C._cuda_pool_validate(0, *POOL)
+_testing.cuda_raw_delete(b)
+_testing.cuda_pool_validate(0, *POOL)
 """)
 
 
@@ -83,7 +84,7 @@ def test_a_block_not_in_the_checkpoint_must_be_passed_as_stale():
 (a,) = in_pool(2 * MiB)
 state = torch._C._cuda_getCheckpointState(0, POOL)
 (x,) = in_pool(6 * MiB)          # live now, not in the checkpoint (after a: another address)
-_C._cuda_raw_delete(a)
+_testing.cuda_raw_delete(a)
 try:
     torch._C._cuda_setCheckpointPoolState(0, state, [], [])
     raise SystemExit("no error")
@@ -92,8 +93,8 @@ except RuntimeError as e:
 # The allocator restored before torch's check failed: x was freed, and a, handed
 # back in a DataPtr nobody took, was freed again by that DataPtr's deleter.
 assert live()
-assert _C._cuda_device_stats(0)["allocation.all.current"] == 0
-_C._cuda_pool_validate(0, *POOL)
+assert _testing.cuda_device_stats(0)["allocation.all.current"] == 0
+_testing.cuda_pool_validate(0, *POOL)
 """)
     assert "stale tensors" in out
 
@@ -102,15 +103,15 @@ def test_restore_after_the_segment_was_given_back_is_refused():
     out = run_py(INSTALL + """
 (a,) = in_pool(6 * MiB)
 state = torch._C._cuda_getCheckpointState(0, POOL)
-_C._cuda_raw_delete(a)
-_C._cuda_pool_empty_cache(*POOL)     # the pool's segment goes back to the device
+_testing.cuda_raw_delete(a)
+_testing.cuda_pool_empty_cache(*POOL)     # the pool's segment goes back to the device
 try:
     torch._C._cuda_setCheckpointPoolState(0, state, [], [])
     raise SystemExit("no error")
 except RuntimeError as e:
     print(e)
 assert live()
-_C._cuda_pool_validate(0, *POOL)
+_testing.cuda_pool_validate(0, *POOL)
 """)
     assert "setCheckpointPoolState" in out and "given back" in out
 

@@ -10,11 +10,12 @@ from conftest import SIM, run_py
 PROBE = f"""
 import atexit, torch, unipool.torch as ut
 from unipool import _C
+from unipool import _testing
 def report():
-    s = _C._cuda_device_stats(0)
-    print("exit_releases", _C._cuda_exit_releases())
+    s = _testing.cuda_device_stats(0)
+    print("exit_releases", _testing.cuda_exit_releases())
     print("reserved", s["reserved_bytes.all.current"], "allocated", s["allocated_bytes.all.current"])
-    print("sim_used", _C._sim_used_bytes())
+    print("sim_used", _testing.sim_used_bytes())
     print("num_device_free", s["num_device_free"])
 atexit.register(report)
 ut.install(device_conf="{SIM},expandable_segments=false")
@@ -34,16 +35,16 @@ def values(out: str) -> dict:
 
 def test_cached_segments_go_back_at_exit_and_live_blocks_stay():
     out = run_py(PROBE + """
-keep = _C._cuda_raw_alloc(3 * MiB)                       # live at exit: its 20 MiB segment stays
-h, p = _C._cuda_allocate(1 * MiB)                        # there too; held in a static table until static destruction
+keep = _testing.cuda_raw_alloc(3 * MiB)                       # live at exit: its 20 MiB segment stays
+h, p = _testing.cuda_allocate(1 * MiB)                        # there too; held in a static table until static destruction
 for n in (30, 40, 50):
-    _C._cuda_raw_delete(_C._cuda_raw_alloc(n * MiB))     # cached segments of their own
-_C._cuda_raw_delete(_C._cuda_raw_alloc(4096))            # a cached small segment
-_C._cuda_pool_create(0, 1, 0); _C._cuda_pool_begin(0, 1, 0)
-_C._cuda_raw_delete(_C._cuda_raw_alloc(8 * MiB))         # a cached segment of a private pool
-_C._cuda_pool_end(0, 1, 0)
-s = _C._cuda_device_stats(0)
-print("before_reserved", s["reserved_bytes.all.current"], "before_used", _C._sim_used_bytes())
+    _testing.cuda_raw_delete(_testing.cuda_raw_alloc(n * MiB))     # cached segments of their own
+_testing.cuda_raw_delete(_testing.cuda_raw_alloc(4096))            # a cached small segment
+_testing.cuda_pool_create(0, 1, 0); _testing.cuda_pool_begin(0, 1, 0)
+_testing.cuda_raw_delete(_testing.cuda_raw_alloc(8 * MiB))         # a cached segment of a private pool
+_testing.cuda_pool_end(0, 1, 0)
+s = _testing.cuda_device_stats(0)
+print("before_reserved", s["reserved_bytes.all.current"], "before_used", _testing.sim_used_bytes())
 """)
     v = values(out)
     assert v["exit_releases"] == 1, out

@@ -7,8 +7,9 @@ from conftest import SIM, needs_gpu, run_py
 INSTALL = f"""
 import torch, unipool, unipool.torch as ut
 from unipool import _C
+from unipool import _testing
 ut.install(device_conf="{SIM}", host_conf="pinned=on,thread_cache=none")
-assert _C._host_allocator_is_unipool()
+assert _testing.host_allocator_is_unipool()
 """
 
 
@@ -16,22 +17,22 @@ assert _C._host_allocator_is_unipool()
 def test_exact_sizes_and_stats():
     run_py(INSTALL + """
 sizes = [1, 100, 4097, 1 << 20, (1 << 20) + 1, (5 << 20) + 17]
-hs = [_C._host_alloc(n) for n in sizes]
-s = _C._host_allocator_stats()
+hs = [_testing.host_alloc(n) for n in sizes]
+s = _testing.host_allocator_stats()
 assert s["active_requests.current"] == len(sizes)
 # No power-of-two rounding: (5 MiB + 17) costs about 5 MiB, not 8.
 assert s["active_bytes.current"] < sum(sizes) * 1.13 + 64 * len(sizes), s["active_bytes.current"]
 assert s["active_bytes.current"] >= sum(sizes)
 for h, _ in hs:
-    _C._host_free(h)
-s = _C._host_allocator_stats()
+    _testing.host_free(h)
+s = _testing.host_allocator_stats()
 assert s["active_requests.current"] == 0 and s["active_requests.peak"] == len(sizes)
 assert s["num_host_free"] == len(sizes)
-_C._host_allocator_reset_peak()
-assert _C._host_allocator_stats()["active_requests.peak"] == 0
-_C._host_allocator_reset_accumulated()
-assert _C._host_allocator_stats()["allocations.allocated"] == 0
-_C._host_allocator_empty_cache()
+_testing.host_allocator_reset_peak()
+assert _testing.host_allocator_stats()["active_requests.peak"] == 0
+_testing.host_allocator_reset_accumulated()
+assert _testing.host_allocator_stats()["allocations.allocated"] == 0
+_testing.host_allocator_empty_cache()
 unipool.host_validate()
 """)
 
@@ -39,29 +40,29 @@ unipool.host_validate()
 @needs_gpu
 def test_record_event_holds_the_block_until_the_fence():
     run_py(INSTALL + """
-h, p = _C._host_alloc(1 << 20)
-assert _C._host_record_event(h, 3, False)         # our ctx: recorded
-assert _C._host_record_event(h, 4, False)         # a second stream
-assert not _C._host_record_event(h, 3, True)      # a ctx it did not create: refused, no crash
+h, p = _testing.host_alloc(1 << 20)
+assert _testing.host_record_event(h, 3, False)         # our ctx: recorded
+assert _testing.host_record_event(h, 4, False)         # a second stream
+assert not _testing.host_record_event(h, 3, True)      # a ctx it did not create: refused, no crash
 before = unipool.host_stats()["deferred_blocks"]
-_C._host_free(h)
+_testing.host_free(h)
 assert unipool.host_stats()["deferred_blocks"] == before + 1
 # Held (not reusable) until the copies' fences complete.
 assert unipool.host_stats()["deferred_bytes"] >= 1 << 20
-assert _C._sim_outstanding_fences() == 2
-_C._sim_complete_all()
-_C._host_allocator_empty_cache()                  # collects completed deferrals
+assert _testing.sim_outstanding_fences() == 2
+_testing.sim_complete_all()
+_testing.host_allocator_empty_cache()                  # collects completed deferrals
 assert unipool.host_stats()["deferred_blocks"] == before
-assert _C._sim_outstanding_fences() == 0
+assert _testing.sim_outstanding_fences() == 0
 unipool.host_validate()
 """)
 
 
 def test_zero_size_is_a_null_dataptr():
     run_py(INSTALL + """
-h, p = _C._host_alloc(0)
+h, p = _testing.host_alloc(0)
 assert p == 0
-_C._host_free(h)
+_testing.host_free(h)
 """)
 
 
@@ -69,7 +70,7 @@ _C._host_free(h)
 def test_pin_memory_uses_unipool():
     run_py(INSTALL.replace(SIM, "") + """
 x = torch.empty(1000, pin_memory=True)
-assert x.is_pinned() and unipool._C.host_owns(x.data_ptr())
+assert x.is_pinned() and _testing.host_owns(x.data_ptr())
 y = x.to("cuda", non_blocking=True); torch.cuda.synchronize()
 """)
 

@@ -25,7 +25,7 @@ def setup(allocator: str) -> str:
     install = "" if allocator == "torch" else f'unipool.torch.install(device_conf="backend={allocator}")'
     return f"""
 import importlib.util, sys
-import torch, unipool, unipool.torch
+import torch, unipool, unipool._testing, unipool.torch
 {install}
 UNIPOOL = {allocator != "torch"}
 assert torch.cuda.memory.get_allocator_backend() == ("unipool" if UNIPOOL else "native")
@@ -44,12 +44,12 @@ def device_used():
 def check_pool():
     if UNIPOOL:
         # torch's memory_stats are unipool's counters, and its books hold.
-        mine, torchs = unipool._C._cuda_device_stats(0), torch.cuda.memory_stats()
+        mine, torchs = unipool._testing.cuda_device_stats(0), torch.cuda.memory_stats()
         for key in ("allocation.all.allocated", "allocated_bytes.all.current", "reserved_bytes.all.peak",
                     "num_device_alloc"):
             assert mine[key] == torchs[key], (key, mine[key], torchs[key])
         assert mine["allocation.all.allocated"] > 0 and mine["num_device_alloc"] > 0
-        unipool._C._cuda_validate()
+        unipool._testing.cuda_validate()
     assert torch.cuda.memory_reserved() == device_used()
 """
 

@@ -125,4 +125,10 @@ class UnipoolCudaAllocator final : public CUDAAllocator {
   std::atomic<int> exit_releases_{0};
 };
 
+// The allocator install() put in place (cuda_install.cpp); before install()
+// a c10::Error says so.
+UnipoolCudaAllocator& installed();
+// Whether `a` is that allocator (false before install()).
+bool is_installed(const c10::Allocator* a);
+
 }  // namespace unipool::torch_ext

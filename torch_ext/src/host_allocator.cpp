@@ -311,16 +311,18 @@ bool host_allocator_registered() {
   return g_registered && at::getHostAllocator(at::kCUDA) == &UnipoolHostAllocator::instance();
 }
 
-void bind_host_allocator(py::module_& m) {
-  m.def("_host_allocator_is_unipool", &host_allocator_registered);
-  m.def("_host_alloc", [](size_t n) {
+// Test hooks (unipool._testing): torch's pinned host allocator, called as
+// torch calls it.
+void bind_host_allocator_testing(py::module_& t) {
+  t.def("host_allocator_is_unipool", &host_allocator_registered);
+  t.def("host_alloc", [](size_t n) {
     at::DataPtr p = at::getHostAllocator(at::kCUDA)->allocate(n);
     const uint64_t address = reinterpret_cast<uint64_t>(p.get());
     std::lock_guard lock(g_hook_mutex);
     g_hook_ptrs.emplace(++g_hook_next, std::move(p));
     return py::make_tuple(g_hook_next, address);
   });
-  m.def("_host_record_event", [](uint64_t handle, int64_t stream_id, bool foreign_ctx) {
+  t.def("host_record_event", [](uint64_t handle, int64_t stream_id, bool foreign_ctx) {
     std::lock_guard lock(g_hook_mutex);
     at::DataPtr& p = g_hook_ptrs.at(handle);
     int other = 0;
@@ -328,7 +330,7 @@ void bind_host_allocator(py::module_& m) {
     c10::Stream stream(c10::Stream::UNSAFE, c10::Device(c10::kCUDA, 0), stream_id);
     return at::getHostAllocator(at::kCUDA)->record_event(p.get(), ctx, stream);
   });
-  m.def("_host_free", [](uint64_t handle) {
+  t.def("host_free", [](uint64_t handle) {
     at::DataPtr p;
     {
       std::lock_guard lock(g_hook_mutex);
@@ -338,10 +340,10 @@ void bind_host_allocator(py::module_& m) {
       g_hook_ptrs.erase(it);
     }
   });
-  m.def("_host_allocator_stats", [] { return host_stats_dict(at::getHostAllocator(at::kCUDA)->get_stats()); });
-  m.def("_host_allocator_reset_peak", [] { at::getHostAllocator(at::kCUDA)->reset_peak_stats(); });
-  m.def("_host_allocator_reset_accumulated", [] { at::getHostAllocator(at::kCUDA)->reset_accumulated_stats(); });
-  m.def("_host_allocator_empty_cache", [] { at::getHostAllocator(at::kCUDA)->empty_cache(); });
+  t.def("host_allocator_stats", [] { return host_stats_dict(at::getHostAllocator(at::kCUDA)->get_stats()); });
+  t.def("host_allocator_reset_peak", [] { at::getHostAllocator(at::kCUDA)->reset_peak_stats(); });
+  t.def("host_allocator_reset_accumulated", [] { at::getHostAllocator(at::kCUDA)->reset_accumulated_stats(); });
+  t.def("host_allocator_empty_cache", [] { at::getHostAllocator(at::kCUDA)->empty_cache(); });
 }
 
 }  // namespace unipool::torch_ext

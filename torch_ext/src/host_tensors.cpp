@@ -116,8 +116,12 @@ void bind_host_tensors(py::module_& m) {
   m.def("host_validate", &host_validate);
   m.def("host_trim", [] { host_pool().trim(); });
   m.def("host_reset_peak_stats", [] { host_pool().reset_peak_stats(); });
-  m.def("configure_host", &configure_host_pool, py::arg("conf"));
-  m.def("host_owns", [](uint64_t ptr) { return host_pool().owns(reinterpret_cast<void*>(ptr)); });
+
+}
+
+void bind_host_tensors_testing(py::module_& t) {
+  t.def("configure_host", &configure_host_pool, py::arg("conf"));
+  t.def("host_owns", [](uint64_t ptr) { return host_pool().owns(reinterpret_cast<void*>(ptr)); });
 }
 
 }  // namespace unipool::torch_ext

@@ -300,6 +300,13 @@ PyObject* core_collect(PyObject* self, PyObject*) {
   return PyLong_FromSize_t(pool->collect_deferred());
 }
 
+PyObject* core_reset_peak_stats(PyObject* self, PyObject*) {
+  KVBlockPool* pool = pool_or_raise(self);
+  if (!pool) return nullptr;
+  pool->reset_peak_stats();
+  Py_RETURN_NONE;
+}
+
 PyObject* core_stats(PyObject* self, PyObject*) {
   KVBlockPool* pool = pool_or_raise(self);
   if (!pool) return nullptr;
@@ -361,6 +368,7 @@ PyMethodDef g_methods[] = {
      "`ids` itself), in one call; refused as a whole"},
     {"collect_deferred", core_collect, METH_NOARGS, "free the deferred blocks whose fences completed"},
     {"stats", core_stats, METH_NOARGS, "counters of the pool"},
+    {"reset_peak_stats", core_reset_peak_stats, METH_NOARGS, "peak_live_blocks := live_blocks"},
     {"validate", core_validate, METH_NOARGS, "check every invariant (raises AssertionError)"},
     {"_noop", core_noop, METH_NOARGS, "an empty call into the extension (benchmark reference)"},
     {nullptr, nullptr, 0, nullptr}};

@@ -7,9 +7,12 @@
 namespace unipool::torch_ext {
 
 void bind_host_tensors(py::module_& m);
-void bind_host_allocator(py::module_& m);
 void bind_kv_pool(py::module_& m);
 void bind_cuda_allocator(py::module_& m);  // cuda_install.cpp or cuda_unavailable.cpp
+// Test hooks, for unipool._testing only.
+void bind_host_tensors_testing(py::module_& t);
+void bind_host_allocator_testing(py::module_& t);
+void bind_cuda_testing(py::module_& t);  // cuda_testing.cpp or cuda_unavailable.cpp
 
 CudaHooks& cuda_hooks() {
   static CudaHooks hooks;
@@ -28,8 +31,14 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "unipool: torch allocators over unipool's pools, host tensors, KV block pool";
   if (!add_kv_core_type(m.ptr())) throw py::error_already_set();
   bind_host_tensors(m);
-  bind_host_allocator(m);
   bind_kv_pool(m);
   bind_cuda_allocator(m);
-  m.def("_noop", [] {}, "an empty pybind11 call (benchmark reference)");
+  // The test hooks fill unipool._testing when a test imports it; the
+  // production module does not carry them.
+  m.def("_bind_testing_hooks", [](py::module_ t) {
+    bind_host_tensors_testing(t);
+    bind_host_allocator_testing(t);
+    bind_cuda_testing(t);
+    t.def("noop", [] {}, "an empty pybind11 call (benchmark reference)");
+  });
 }
