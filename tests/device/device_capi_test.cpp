@@ -6,11 +6,12 @@
 #include <cstdlib>
 #include <string>
 
+#include "support/units.hpp"
 #include "unipool/unipool.h"
 
 namespace {
 
-constexpr size_t kMiB = size_t{1} << 20;
+using unipool::test::kMiB;
 
 class DeviceCApi : public ::testing::Test {
  protected:

@@ -103,8 +103,7 @@ TEST(DeviceConfig, PoolsFromConfigString) {
   EXPECT_FALSE(pools->pool(0).owns(p));
   pools->deallocate(p);  // finds device 1 by itself
   EXPECT_THROW(pools->pool(2), DevicePoolError);
-  std::string why;
-  EXPECT_TRUE(pools->validate(&why)) << why;
+  EXPECT_VALID(*pools);
 }
 
 TEST(DeviceConfig, FromEnvironment) {

@@ -377,8 +377,7 @@ TEST_P(CheckpointRandom, RestoresAreExact) {
       }
       expect_stats_match_snapshot(pool);
     }
-    std::string why;
-    ASSERT_TRUE(pool.validate(&why)) << "step " << step << ": " << why;
+    ASSERT_VALID(pool) << "step " << step;
   }
   std::cout << "[ stats    ] " << restores << " restores: " << reallocated << " blocks allocated again, " << kept
             << " kept, " << freed << " freed\n";

@@ -303,8 +303,7 @@ TEST_P(DevicePoolOnNullGpu, RandomOperationsKeepExactBooks) {
     } else {
       pool->empty_cache();
     }
-    std::string why;
-    ASSERT_TRUE(pool->validate(&why)) << why;
+    ASSERT_VALID(*pool);
     if (step % 50 == 0) expect_stats_match_snapshot(*pool);
   }
   for (void* p : live) pool->deallocate(p);

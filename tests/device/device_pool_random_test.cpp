@@ -52,8 +52,7 @@ TEST_P(DevicePoolRandom, StatsEqualSnapshotRecount) {
     } else {
       pool.empty_cache();
     }
-    std::string why;
-    ASSERT_TRUE(pool.validate(&why)) << "step " << step << ": " << why;
+    ASSERT_VALID(pool) << "step " << step;
     if (step % 97 == 0) {
       expect_stats_match_snapshot(pool);
       const nlohmann::json j = nlohmann::json::parse(pool.snapshot_json());

@@ -108,8 +108,7 @@ TEST(DevicePoolThreadsMultiDevice, DevicesAreIndependent) {
     });
   }
   for (auto& t : threads) t.join();
-  std::string why;
-  EXPECT_TRUE(pools->validate(&why)) << why;
+  EXPECT_VALID(*pools);
   for (int d = 0; d < 2; ++d) EXPECT_EQ(pools->pool(d).stats().allocation[0].current, 0);
 }
 

@@ -7,13 +7,12 @@
 #include <memory>
 #include <string>
 
+#include "support/units.hpp"
+#include "support/valid.hpp"
 #include "unipool/device_pool.hpp"
 #include "unipool/device_sim_backend.hpp"
 
 namespace unipool::test {
-
-inline constexpr uint64_t kMiB = uint64_t{1} << 20;
-inline constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 // Streams are just tokens to the pool.
 inline constexpr StreamHandle kStreamA = 0x1000;

@@ -75,7 +75,6 @@ TEST(HostLargeShards, UnderALimitAFreeRangeInAnotherArenaIsUsedBeforeRefusing) {
   // Arena 0 keeps 20 MiB of its reservation unused; arena 1 holds a freed
   // 30 MiB range. A 20 MiB request would push arena 0 past the limit: it
   // must come from arena 1's free range, not be refused.
-  constexpr size_t kMiB = size_t{1} << 20;
   HostPool pool("reserve=64MiB,huge_threshold=32MiB,limit=80MiB,retain=1GiB");
   void* a = pool.allocate(20 * kMiB);
   void* b = pool.allocate(20 * kMiB);

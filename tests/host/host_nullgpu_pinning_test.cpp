@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "nullgpu/nullgpu.hpp"
+#include "support/units.hpp"
+#include "support/valid.hpp"
 #include "unipool/host_pool.hpp"
 
 namespace unipool {
@@ -43,8 +45,7 @@ TEST_F(HostNullGpu, PinnedOnRegistersChunksUnderMaxPin) {
     EXPECT_EQ(st.pinned_bytes, nullgpu::pinned_bytes());
     for (const nullgpu::HostRange& r : nullgpu::registered_ranges()) EXPECT_LE(r.bytes, uint64_t{8} << 20);
     for (void* p : blocks) EXPECT_EQ(pool.deallocate(p), Status::ok);
-    std::string why;
-    EXPECT_TRUE(pool.validate(&why)) << why;
+    EXPECT_VALID(pool);
   }
   EXPECT_EQ(nullgpu::pinned_bytes(), 0u);  // every registration undone with the pool
 }
@@ -110,7 +111,7 @@ TEST_F(HostNullGpu, NoDriverMeansPageableAndSaysSo) {
 
 // ---- pin_thread=on ---------------------------------------------------------------
 
-constexpr uint64_t kMiB = uint64_t{1} << 20;
+using test::kMiB;
 
 // Whether the null GPU's registrations cover [p, p + bytes) (one or
 // several side by side).
@@ -151,8 +152,7 @@ TEST_F(HostNullGpu, PinThreadRegistersChunksAhead) {
     for (const nullgpu::HostRange& r : nullgpu::registered_ranges()) EXPECT_LE(r.bytes, uint64_t{8} << 20);
     EXPECT_EQ(pool.deallocate(first), Status::ok);
     EXPECT_EQ(pool.deallocate(big), Status::ok);
-    std::string why;
-    EXPECT_TRUE(pool.validate(&why)) << why;
+    EXPECT_VALID(pool);
   }
   // Every registration, the thread's too, undone with the pool (and
   // TearDown checks the null GPU holds nothing else).
@@ -203,8 +203,7 @@ TEST_F(HostNullGpu, PinThreadFailureWithBestEffortIsServedPageable) {
   EXPECT_EQ(pool.pinning_state(), PinningState::partially_pinned);
   EXPECT_EQ(pool.deallocate(first), Status::ok);
   EXPECT_EQ(pool.deallocate(big), Status::ok);
-  std::string why;
-  EXPECT_TRUE(pool.validate(&why)) << why;
+  EXPECT_VALID(pool);
 }
 
 TEST_F(HostNullGpu, PinThreadWithThreadsAllocatingRegistersNothingTwice) {
@@ -241,8 +240,7 @@ TEST_F(HostNullGpu, PinThreadWithThreadsAllocatingRegistersNothingTwice) {
     EXPECT_EQ(nullgpu::registered_ranges().size(), st.pin_registrations);
     EXPECT_EQ(nullgpu::calls("cudaHostRegister"), st.pin_registrations);
     EXPECT_EQ(st.pinned_bytes, nullgpu::pinned_bytes());
-    std::string why;
-    EXPECT_TRUE(pool.validate(&why)) << why;
+    EXPECT_VALID(pool);
   }
   EXPECT_TRUE(nullgpu::registered_ranges().empty());
 }

@@ -21,7 +21,6 @@
 namespace unipool::test {
 namespace {
 
-constexpr uint64_t kMiB = uint64_t{1} << 20;
 
 // Registrations the allocating threads made themselves.
 uint64_t inline_registrations(const HostPoolStats& st) { return st.pin_registrations - st.pin_thread_registrations; }

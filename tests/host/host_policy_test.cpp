@@ -18,8 +18,7 @@ uint64_t kept_after_free(const char* policy) {
   std::vector<void*> v;
   for (int i = 0; i < 20000; ++i) v.push_back(pool.allocate(1000));  // ~300 pages of one class
   for (void* p : v) pool.deallocate(p);
-  std::string why;
-  EXPECT_TRUE(pool.validate(&why)) << why;
+  EXPECT_VALID(pool);
   const HostPoolStats st = pool.stats();
   EXPECT_EQ(st.allocated_bytes, 0u);
   return st.cached_bytes + st.arena_free_bytes;
@@ -76,8 +75,7 @@ uint64_t committed_growth_of_second_thread(const char* policy) {
   const HostPoolStats st = pool.stats();
   EXPECT_EQ(st.allocated_bytes, 0u);
   EXPECT_EQ(st.small_blocks, 0u);
-  std::string why;
-  EXPECT_TRUE(pool.validate(&why)) << why;
+  EXPECT_VALID(pool);
   return committed_after - committed_before;
 }
 

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "support/units.hpp"
+#include "support/valid.hpp"
 #include "unipool/host_pool.hpp"
 
 namespace unipool::test {
@@ -29,11 +31,5 @@ inline bool intact(const void* p, size_t n, uint8_t tag) {
   }
   return true;
 }
-
-#define EXPECT_VALID(pool)                       \
-  do {                                           \
-    std::string why_;                            \
-    EXPECT_TRUE((pool).validate(&why_)) << why_; \
-  } while (0)
 
 }  // namespace unipool::test

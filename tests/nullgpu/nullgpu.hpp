@@ -47,9 +47,11 @@
 #include <string_view>
 #include <vector>
 
+#include "support/units.hpp"
+
 namespace unipool::nullgpu {
 
-inline constexpr uint64_t kMiB = uint64_t{1} << 20;
+using ::unipool::test::kMiB;
 inline constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
 // As a fault code: the failing function's generic error (cudaErrorUnknown,
 // CUDA_ERROR_UNKNOWN or ncclUnhandledCudaError).

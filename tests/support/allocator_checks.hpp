@@ -10,6 +10,8 @@
 
 #include "unipool/range_allocator.hpp"
 #include "unipool/status.hpp"
+#include "support/units.hpp"
+#include "support/valid.hpp"
 
 namespace unipool {
 
@@ -26,16 +28,6 @@ inline bool operator==(const RangeInfo& a, const RangeInfo& b) {
 }  // namespace unipool
 
 namespace unipool::test {
-
-// validate() with its reason in the failure message.
-inline ::testing::AssertionResult Valid(const RangeAllocator& a) {
-  std::string why;
-  if (a.validate(&why)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "validate() failed: " << why;
-}
-
-#define EXPECT_VALID(a) EXPECT_TRUE(::unipool::test::Valid(a))
-#define ASSERT_VALID(a) ASSERT_TRUE(::unipool::test::Valid(a))
 
 inline std::vector<RangeInfo> ranges_of(const RangeAllocator& a) {
   std::vector<RangeInfo> out;

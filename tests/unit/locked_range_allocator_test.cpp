@@ -12,49 +12,46 @@
 #include <thread>
 #include <vector>
 
+#include "support/units.hpp"
+#include "support/valid.hpp"
 #include "support/rng.hpp"
 #include "support/test_scale.hpp"
 
 namespace unipool {
 namespace {
 
-constexpr uint64_t KiB = 1024, MiB = 1024 * KiB;
-
-::testing::AssertionResult Valid(const LockedRangeAllocator& a) {
-  std::string why;
-  if (a.validate(&why)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "validate() failed: " << why;
-}
+using test::kKiB;
+using test::kMiB;
 
 TEST(LockedRangeAllocator, ForwardsEveryCall) {
-  LockedRangeAllocator a(1 * MiB, {.alignment = 256});
-  EXPECT_TRUE(Valid(a));
-  EXPECT_EQ(a.capacity(), 1 * MiB);
+  LockedRangeAllocator a(1 * kMiB, {.alignment = 256});
+  EXPECT_VALID(a);
+  EXPECT_EQ(a.capacity(), 1 * kMiB);
   const RangeAllocation x = a.allocate(100);
   ASSERT_TRUE(x);
   EXPECT_EQ(x.offset, 0u);
   const RangeAllocation y = a.allocate(100, 4096);
   ASSERT_TRUE(y);
   EXPECT_EQ(y.offset, 4096u);
-  EXPECT_TRUE(Valid(a));
+  EXPECT_VALID(a);
   EXPECT_EQ(a.used_bytes(), 512u);
   EXPECT_EQ(a.requested_bytes(), 200u);
-  EXPECT_EQ(a.free_bytes(), 1 * MiB - 512);
+  EXPECT_EQ(a.free_bytes(), 1 * kMiB - 512);
   EXPECT_EQ(a.live_allocations(), 2u);
   EXPECT_EQ(a.free_ranges(), 2u);
-  EXPECT_EQ(a.largest_free(), 1 * MiB - 4096 - 256);
-  EXPECT_DOUBLE_EQ(a.fragmentation(), 1.0 - static_cast<double>(1 * MiB - 4096 - 256) / (1 * MiB - 512));
+  EXPECT_EQ(a.largest_free(), 1 * kMiB - 4096 - 256);
+  EXPECT_DOUBLE_EQ(a.fragmentation(), 1.0 - static_cast<double>(1 * kMiB - 4096 - 256) / (1 * kMiB - 512));
   EXPECT_EQ(a.deallocate(y.offset + 256, y.handle), Status::not_live);
-  LockedRangeAllocator other(1 * MiB, {.alignment = 256});
+  LockedRangeAllocator other(1 * kMiB, {.alignment = 256});
   EXPECT_EQ(other.deallocate(y), Status::foreign);  // the owner tag is checked here too
   EXPECT_EQ(a.deallocate(y), Status::ok);
   EXPECT_EQ(a.deallocate(x.offset, x.handle), Status::ok);
   EXPECT_EQ(a.deallocate(x), Status::not_live);
   EXPECT_EQ(a.allocate(0).status, Status::zero_size);
-  EXPECT_EQ(a.extend(1 * MiB), Status::ok);
-  EXPECT_EQ(a.capacity(), 2 * MiB);
+  EXPECT_EQ(a.extend(1 * kMiB), Status::ok);
+  EXPECT_EQ(a.capacity(), 2 * kMiB);
   EXPECT_EQ(a.free_ranges(), 1u);
-  EXPECT_TRUE(Valid(a));
+  EXPECT_VALID(a);
   const uint64_t ranges = a.with_lock([](RangeAllocator& inner) {
     uint64_t n = 0;
     inner.for_each_range([&](const RangeInfo&) { ++n; });
@@ -70,7 +67,7 @@ TEST(LockedRangeAllocator, ForwardsEveryCall) {
 TEST(LockedRangeAllocator, ThreadsShareOnePool) {
   constexpr int kThreads = 4;
   constexpr uint64_t kGranule = 256;
-  constexpr uint64_t kCapacity = 2 * MiB;
+  constexpr uint64_t kCapacity = 2 * kMiB;
   const uint64_t ops = test::scaled(40000, 500);
   LockedRangeAllocator a(kCapacity, {.alignment = kGranule});
   std::unique_ptr<std::atomic<int>[]> owner(new std::atomic<int>[kCapacity / kGranule]);
@@ -99,7 +96,7 @@ TEST(LockedRangeAllocator, ThreadsShareOnePool) {
     for (uint64_t step = 0; step < ops; ++step) {
       if (mine.empty() || rng.chance(0.55)) {
         const uint64_t align = rng.chance(0.1) ? 4096 : 0;
-        const RangeAllocation x = a.allocate(rng.log_uniform(1, 32 * KiB), align);
+        const RangeAllocation x = a.allocate(rng.log_uniform(1, 32 * kKiB), align);
         if (x) {
           if (x.offset % kGranule != 0 || (align != 0 && x.offset % align != 0)) bad_status.fetch_add(1);
           claim(x, -1, id);
@@ -145,7 +142,7 @@ TEST(LockedRangeAllocator, ThreadsShareOnePool) {
   EXPECT_EQ(a.free_bytes(), a.capacity());
   EXPECT_EQ(a.free_ranges(), 1u);
   EXPECT_EQ(a.largest_free(), kCapacity);
-  EXPECT_TRUE(Valid(a));
+  EXPECT_VALID(a);
   for (uint64_t g = 0; g < kCapacity / kGranule; ++g) ASSERT_EQ(owner[g].load(), -1) << g;
 }
 
@@ -154,7 +151,7 @@ TEST(LockedRangeAllocator, ThreadsShareOnePool) {
 TEST(LockedRangeAllocator, WithLockIsAtomicAcrossCalls) {
   constexpr int kThreads = 4;
   const uint64_t ops = test::scaled(5000, 100);
-  LockedRangeAllocator a(1 * MiB);
+  LockedRangeAllocator a(1 * kMiB);
   std::atomic<uint64_t> errors{0};
   auto worker = [&](int id) {
     test::Rng rng(77 + static_cast<uint64_t>(id));
@@ -174,7 +171,7 @@ TEST(LockedRangeAllocator, WithLockIsAtomicAcrossCalls) {
   EXPECT_EQ(errors.load(), 0u);
   EXPECT_EQ(a.live_allocations(), 0u);
   EXPECT_EQ(a.free_bytes(), a.capacity());
-  EXPECT_TRUE(Valid(a));
+  EXPECT_VALID(a);
 }
 
 }  // namespace

@@ -17,12 +17,13 @@ using test::ranges_of;
 using test::used_range;
 using Ranges = std::vector<RangeInfo>;
 
-constexpr uint64_t KiB = 1024, MiB = 1024 * KiB;
+using test::kKiB;
+using test::kMiB;
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 TEST(RangeAllocatorAlignment, PoolAlignmentRoundsSizesAndCountsTheWaste) {
-  RangeAllocator a(4 * MiB, {.alignment = 256});
+  RangeAllocator a(4 * kMiB, {.alignment = 256});
   EXPECT_EQ(a.alignment(), 256u);
   test::Rng rng(256);
   struct Live {
@@ -62,7 +63,7 @@ TEST(RangeAllocatorAlignment, PoolAlignmentRoundsSizesAndCountsTheWaste) {
 }
 
 TEST(RangeAllocatorAlignment, WasteIsExactlyTheRounding) {
-  RangeAllocator a(1 * MiB, {.alignment = 256});
+  RangeAllocator a(1 * kMiB, {.alignment = 256});
   const RangeAllocation x = a.allocate(1);    // extent 256, waste 255
   const RangeAllocation y = a.allocate(256);  // extent 256, waste 0
   const RangeAllocation z = a.allocate(257);  // extent 512, waste 255
@@ -74,7 +75,7 @@ TEST(RangeAllocatorAlignment, WasteIsExactlyTheRounding) {
   EXPECT_EQ(a.requested_bytes(), 514u);
   EXPECT_EQ(a.used_bytes() - a.requested_bytes(), 510u);
   EXPECT_EQ(ranges_of(a), (Ranges{used_range(0, 256, 1), used_range(256, 256, 256), used_range(512, 512, 257),
-                                  free_range(1024, 1 * MiB - 1024)}));
+                                  free_range(1024, 1 * kMiB - 1024)}));
   ASSERT_EQ(a.deallocate(z), Status::ok);
   EXPECT_EQ(a.used_bytes() - a.requested_bytes(), 255u);
   EXPECT_VALID(a);
@@ -95,7 +96,7 @@ TEST(RangeAllocatorAlignment, CapacityIsRoundedDownToThePoolAlignment) {
 }
 
 TEST(RangeAllocatorAlignment, PerCallAlignmentFilesTheHeadGap) {
-  RangeAllocator a(1 * MiB);
+  RangeAllocator a(1 * kMiB);
   const RangeAllocation x = a.allocate(10);
   ASSERT_TRUE(x);
   const RangeAllocation y = a.allocate(100, 4096);
@@ -105,7 +106,7 @@ TEST(RangeAllocatorAlignment, PerCallAlignmentFilesTheHeadGap) {
   EXPECT_EQ(a.allocation_size(y.offset, y.handle), 100u);
   EXPECT_EQ(a.free_ranges(), 2u);
   EXPECT_EQ(ranges_of(a), (Ranges{used_range(0, 10), free_range(10, 4086), used_range(4096, 100),
-                                  free_range(4196, 1 * MiB - 4196)}));
+                                  free_range(4196, 1 * kMiB - 4196)}));
   // The head gap is a free range like any other: an exact fit reuses it.
   const RangeAllocation z = a.allocate(4086);
   ASSERT_TRUE(z);
@@ -114,11 +115,11 @@ TEST(RangeAllocatorAlignment, PerCallAlignmentFilesTheHeadGap) {
   // Freeing merges the aligned block with what follows it.
   ASSERT_EQ(a.deallocate(y), Status::ok);
   EXPECT_VALID(a);
-  EXPECT_EQ(ranges_of(a), (Ranges{used_range(0, 10), used_range(10, 4086), free_range(4096, 1 * MiB - 4096)}));
+  EXPECT_EQ(ranges_of(a), (Ranges{used_range(0, 10), used_range(10, 4086), free_range(4096, 1 * kMiB - 4096)}));
 }
 
 TEST(RangeAllocatorAlignment, AlreadyAlignedStartLeavesNoHeadGap) {
-  RangeAllocator a(1 * MiB);
+  RangeAllocator a(1 * kMiB);
   const RangeAllocation x = a.allocate(100, 65536);  // offset 0 is aligned
   ASSERT_TRUE(x);
   EXPECT_EQ(x.offset, 0u);
@@ -127,13 +128,13 @@ TEST(RangeAllocatorAlignment, AlreadyAlignedStartLeavesNoHeadGap) {
 }
 
 TEST(RangeAllocatorAlignment, PerCallAlignmentAbovePoolAlignment) {
-  RangeAllocator a(16 * MiB, {.alignment = 256});
+  RangeAllocator a(16 * kMiB, {.alignment = 256});
   test::Rng rng(65536);
   std::vector<RangeAllocation> live;
   for (int step = 0; step < 1500; ++step) {
     if (live.empty() || rng.chance(0.6)) {
-      const uint64_t align = uint64_t{1} << rng.between(0, 17);  // 1 .. 128 KiB
-      const uint64_t size = rng.log_uniform(1, 64 * KiB);
+      const uint64_t align = uint64_t{1} << rng.between(0, 17);  // 1 .. 128 kKiB
+      const uint64_t size = rng.log_uniform(1, 64 * kKiB);
       const RangeAllocation x = a.allocate(size, align);
       if (!x) {
         EXPECT_EQ(x.status, Status::out_of_space);
@@ -157,7 +158,7 @@ TEST(RangeAllocatorAlignment, PerCallAlignmentAbovePoolAlignment) {
 }
 
 TEST(RangeAllocatorAlignment, PerCallAlignmentBelowThePoolsIsThePools) {
-  RangeAllocator a(1 * MiB, {.alignment = 256});
+  RangeAllocator a(1 * kMiB, {.alignment = 256});
   ASSERT_TRUE(a.allocate(1));
   for (const uint64_t align : {0u, 1u, 2u, 16u, 128u, 256u}) {
     const RangeAllocation x = a.allocate(3, align);

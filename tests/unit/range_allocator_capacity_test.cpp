@@ -18,7 +18,8 @@ using test::ranges_of;
 using test::used_range;
 using Ranges = std::vector<RangeInfo>;
 
-constexpr uint64_t KiB = 1024, MiB = 1024 * KiB;
+using test::kKiB;
+using test::kMiB;
 constexpr uint64_t TiB = uint64_t{1} << 40;
 constexpr uint64_t kLimit = uint64_t{1} << 62;  // capacities must stay below
 
@@ -169,10 +170,10 @@ TEST(RangeAllocatorExtend, RepeatedGrowthWhileInUse) {
     const uint64_t r = rng.below(10);
     if (r == 0) {
       const uint64_t before = a.capacity();
-      ASSERT_EQ(a.extend(rng.between(1, 64 * KiB)), Status::ok);
+      ASSERT_EQ(a.extend(rng.between(1, 64 * kKiB)), Status::ok);
       EXPECT_GT(a.capacity(), before);
     } else if (r < 6 || live.empty()) {
-      const RangeAllocation x = a.allocate(rng.log_uniform(1, 16 * KiB));
+      const RangeAllocation x = a.allocate(rng.log_uniform(1, 16 * kKiB));
       if (x) live.push_back(x);
     } else {
       const size_t i = rng.below(live.size());
@@ -185,7 +186,7 @@ TEST(RangeAllocatorExtend, RepeatedGrowthWhileInUse) {
 }
 
 TEST(RangeAllocatorLimits, MaxAllocationsReturnsAllocationLimit) {
-  RangeAllocator a(1 * MiB, {.max_allocations = 3});
+  RangeAllocator a(1 * kMiB, {.max_allocations = 3});
   const RangeAllocation x = a.allocate(10);
   const RangeAllocation y = a.allocate(10);
   const RangeAllocation z = a.allocate(10);
@@ -214,7 +215,7 @@ TEST(RangeAllocatorLimits, MaxAllocationsReturnsAllocationLimit) {
 
 TEST(RangeAllocatorLimits, NodePoolGrowsBeyondInitialNodes) {
   constexpr int kCount = 10000;
-  RangeAllocator a(1 * MiB, {.initial_nodes = 4});
+  RangeAllocator a(1 * kMiB, {.initial_nodes = 4});
   std::vector<RangeAllocation> live;
   uint64_t expect_offset = 0;
   for (int i = 0; i < kCount; ++i) {
@@ -239,12 +240,12 @@ TEST(RangeAllocatorLimits, NodePoolGrowsBeyondInitialNodes) {
   EXPECT_EQ(a.free_ranges(), static_cast<uint64_t>(kCount / 2 + 1));  // the holes and the tail
   for (size_t i = 1; i < live.size(); i += 2) ASSERT_EQ(a.deallocate(live[i]), Status::ok);
   EXPECT_VALID(a);
-  EXPECT_EQ(ranges_of(a), (Ranges{free_range(0, 1 * MiB)}));
+  EXPECT_EQ(ranges_of(a), (Ranges{free_range(0, 1 * kMiB)}));
   EXPECT_EQ(a.live_allocations(), 0u);
 }
 
 TEST(RangeAllocatorLimits, ZeroInitialNodesWorks) {
-  RangeAllocator a(1 * MiB, {.initial_nodes = 0});
+  RangeAllocator a(1 * kMiB, {.initial_nodes = 0});
   EXPECT_VALID(a);
   const RangeAllocation x = a.allocate(5);
   ASSERT_TRUE(x);

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "support/units.hpp"
+#include "support/valid.hpp"
 #include "support/range_model.hpp"
 #include "support/rng.hpp"
 #include "support/test_scale.hpp"
@@ -27,7 +29,8 @@
 namespace unipool {
 namespace {
 
-constexpr uint64_t KiB = 1024, MiB = 1024 * KiB;
+using test::kKiB;
+using test::kMiB;
 
 struct Scenario {
   const char* name;
@@ -38,7 +41,7 @@ struct Scenario {
   uint64_t epoch_ops = 0;         // a fresh allocator every epoch_ops ops (0: one epoch)
   uint64_t validate_every = 1;     // validate()
   uint64_t full_check_every = 16;  // validate() + range-by-range comparison with the model
-  uint64_t min_size = 1, max_size = 64 * KiB;
+  uint64_t min_size = 1, max_size = 64 * kKiB;
   double per_call_align = 0.0;    // chance of a per-call alignment
   uint32_t max_align_log2 = 16;
   double extend_chance = 0.0;
@@ -200,8 +203,7 @@ TEST_P(RangeAllocatorDifferential, AgreesWithTheReferenceModel) {
         ASSERT_TRUE(err.empty()) << sc.name << " seed " << sc.seed << " op " << op << ": " << err;
       } else if (op % sc.validate_every == 0) {
         ++stats.validates;
-        std::string why;
-        ASSERT_TRUE(d.allocator().validate(&why)) << sc.name << " seed " << sc.seed << " op " << op << ": " << why;
+        ASSERT_VALID(d.allocator()) << sc.name << " seed " << sc.seed << " op " << op;
       }
     }
     const std::string err = d.check_full();
@@ -264,31 +266,31 @@ Scenario scenario(const char* name, uint64_t seed, uint64_t capacity, RangeAlloc
 std::vector<Scenario> scenarios() {
   std::vector<Scenario> all;
   {  // Byte ranges in a small pool that stays near full; checked every op.
-    Scenario s = scenario("mixed_align1_near_full", 1, 256 * KiB, opts(1), 600000);
-    s.max_size = 16 * KiB;
+    Scenario s = scenario("mixed_align1_near_full", 1, 256 * kKiB, opts(1), 600000);
+    s.max_size = 16 * kKiB;
     s.place_chance = 0.05;
     all.push_back(s);
   }
-  {  // CUDA-style 256-byte blocks with per-call alignments up to 64 KiB.
-    Scenario s = scenario("mixed_align256_per_call", 2, 4 * MiB + 768, opts(256), 600000);
-    s.max_size = 128 * KiB;
+  {  // CUDA-style 256-byte blocks with per-call alignments up to 64 kKiB.
+    Scenario s = scenario("mixed_align256_per_call", 2, 4 * kMiB + 768, opts(256), 600000);
+    s.max_size = 128 * kKiB;
     s.per_call_align = 0.25;
     s.place_chance = 0.05;
     all.push_back(s);
   }
   {  // Mixed phases, uniform phases over what is live, uniform phases from empty.
-    Scenario s = scenario("uniform_and_mixed_phases", 3, 1 * MiB, opts(1), 800000);
+    Scenario s = scenario("uniform_and_mixed_phases", 3, 1 * kMiB, opts(1), 800000);
     s.validate_every = 4;
     s.min_size = 100;
-    s.max_size = 48 * KiB;
+    s.max_size = 48 * kKiB;
     s.uniform_phases = true;
     all.push_back(s);
   }
   {  // The same at 256-byte alignment.
-    Scenario s = scenario("uniform_and_mixed_phases_align256", 4, 2 * MiB, opts(256), 500000);
+    Scenario s = scenario("uniform_and_mixed_phases_align256", 4, 2 * kMiB, opts(256), 500000);
     s.validate_every = 4;
     s.min_size = 300;
-    s.max_size = 96 * KiB;
+    s.max_size = 96 * kKiB;
     s.uniform_phases = true;
     all.push_back(s);
   }
@@ -300,27 +302,27 @@ std::vector<Scenario> scenarios() {
     all.push_back(s);
   }
   {  // A scan of one range per bin: the policy degenerates to good fit.
-    Scenario s = scenario("scan_limit_1", 6, 64 * KiB, opts(1, 1), 400000);
-    s.max_size = 2 * KiB;
+    Scenario s = scenario("scan_limit_1", 6, 64 * kKiB, opts(1, 1), 400000);
+    s.max_size = 2 * kKiB;
     s.uniform_phases = true;
     s.per_call_align = 0.05;
     s.max_align_log2 = 10;
     all.push_back(s);
   }
   {  // Growing pools: extend() while in use; a fresh pool every 20k ops.
-    Scenario s = scenario("extend_growth", 7, 16 * KiB, opts(64), 400000);
+    Scenario s = scenario("extend_growth", 7, 16 * kKiB, opts(64), 400000);
     s.epoch_ops = 20000;
-    s.max_size = 8 * KiB;
+    s.max_size = 8 * kKiB;
     s.extend_chance = 0.005;
-    s.max_extend = 16 * KiB;
+    s.max_extend = 16 * kKiB;
     s.place_chance = 0.03;
     s.per_call_align = 0.05;
     s.max_align_log2 = 12;
     all.push_back(s);
   }
   {  // The allocation cap hit long before the pool is full.
-    Scenario s = scenario("max_allocations_cap", 8, 1 * MiB, opts(1, 8, 40), 300000);
-    s.max_size = 32 * KiB;
+    Scenario s = scenario("max_allocations_cap", 8, 1 * kMiB, opts(1, 8, 40), 300000);
+    s.max_size = 32 * kKiB;
     s.place_chance = 0.05;
     all.push_back(s);
   }
@@ -335,10 +337,10 @@ std::vector<Scenario> scenarios() {
     all.push_back(s);
   }
   {  // The multi-million run: larger pool, full checks every 4096 ops.
-    Scenario s = scenario("multi_million", 10, 64 * MiB, opts(1), 2500000);
+    Scenario s = scenario("multi_million", 10, 64 * kMiB, opts(1), 2500000);
     s.validate_every = 64;
     s.full_check_every = 4096;
-    s.max_size = 1 * MiB;
+    s.max_size = 1 * kMiB;
     s.per_call_align = 0.05;
     s.uniform_phases = true;
     s.min_size = 1;

@@ -18,7 +18,7 @@
 namespace unipool {
 namespace {
 
-constexpr uint64_t KiB = 1024;
+using test::kKiB;
 
 // A pool with live allocations and free ranges of several sizes.
 class Misuse : public ::testing::Test {
@@ -49,7 +49,7 @@ class Misuse : public ::testing::Test {
     expect_no_change([&] { EXPECT_EQ(a.deallocate(offset, handle), Status::not_live) << offset << "/" << handle; });
   }
 
-  RangeAllocator a{64 * KiB};
+  RangeAllocator a{64 * kKiB};
   std::vector<RangeAllocation> live;
   RangeAllocation freed;
 };
@@ -192,8 +192,8 @@ TEST(RangeAllocatorErrors, ConstructorRejectsBadAlignment) {
 // before tags): freeing one's allocation in the other must be refused and
 // must leave the other's own block allocated.
 TEST(RangeAllocatorErrors, ForeignAllocationIsRefused) {
-  RangeAllocator a(64 * KiB);
-  RangeAllocator b(64 * KiB);
+  RangeAllocator a(64 * kKiB);
+  RangeAllocator b(64 * kKiB);
   const RangeAllocation x = a.allocate(100);
   const RangeAllocation victim = b.allocate(100);
   ASSERT_TRUE(x);
@@ -231,7 +231,7 @@ TEST(RangeAllocatorErrors, FailedAllocationIsForeignToEveryAllocator) {  // UNIP
 // A move takes the tag along: the allocations stay valid in the target and
 // are foreign to the emptied source.
 TEST(RangeAllocatorErrors, MoveKeepsAllocationsWithTheirRanges) {
-  RangeAllocator a(64 * KiB);
+  RangeAllocator a(64 * kKiB);
   const RangeAllocation x = a.allocate(100);
   ASSERT_TRUE(x);
   RangeAllocator b(std::move(a));

@@ -20,38 +20,38 @@ using test::free_range;
 using test::ranges_of;
 using test::used_range;
 
-constexpr uint64_t KiB = 1024;
+using test::kKiB;
 
 TEST(AllocateAt, SplitsHeadAndTailOfTheFreeRange) {
-  RangeAllocator a(64 * KiB);
-  const RangeAllocation x = a.allocate_at(10 * KiB, 3000);
+  RangeAllocator a(64 * kKiB);
+  const RangeAllocation x = a.allocate_at(10 * kKiB, 3000);
   ASSERT_EQ(x.status, Status::ok);
-  EXPECT_EQ(x.offset, 10 * KiB);
+  EXPECT_EQ(x.offset, 10 * kKiB);
   EXPECT_EQ(a.used_bytes(), 3000u);
   EXPECT_EQ(a.requested_bytes(), 3000u);
   EXPECT_EQ(a.live_allocations(), 1u);
   EXPECT_EQ(a.free_ranges(), 2u);
-  EXPECT_EQ(ranges_of(a), (std::vector<RangeInfo>{free_range(0, 10 * KiB), used_range(10 * KiB, 3000),
-                                                  free_range(10 * KiB + 3000, 54 * KiB - 3000)}));
+  EXPECT_EQ(ranges_of(a), (std::vector<RangeInfo>{free_range(0, 10 * kKiB), used_range(10 * kKiB, 3000),
+                                                  free_range(10 * kKiB + 3000, 54 * kKiB - 3000)}));
   EXPECT_VALID(a);
   // Freed, it merges both ways: one free range again.
   ASSERT_EQ(a.deallocate(x), Status::ok);
-  EXPECT_EQ(ranges_of(a), (std::vector<RangeInfo>{free_range(0, 64 * KiB)}));
+  EXPECT_EQ(ranges_of(a), (std::vector<RangeInfo>{free_range(0, 64 * kKiB)}));
   EXPECT_VALID(a);
 }
 
 TEST(AllocateAt, AtTheStartAtTheEndAndFillingAGapExactly) {
-  RangeAllocator a(16 * KiB, {.alignment = 256});
+  RangeAllocator a(16 * kKiB, {.alignment = 256});
   const RangeAllocation first = a.allocate_at(0, 1000);  // 1024 with the alignment
-  const RangeAllocation last = a.allocate_at(15 * KiB, 1024);
+  const RangeAllocation last = a.allocate_at(15 * kKiB, 1024);
   ASSERT_TRUE(first && last);
   EXPECT_EQ(a.used_bytes(), 2048u);
   EXPECT_EQ(a.requested_bytes(), 2024u);
   EXPECT_EQ(a.trailing_free(), 0u);
-  EXPECT_EQ(ranges_of(a), (std::vector<RangeInfo>{used_range(0, 1024, 1000), free_range(1024, 14 * KiB),
-                                                  used_range(15 * KiB, 1024)}));
+  EXPECT_EQ(ranges_of(a), (std::vector<RangeInfo>{used_range(0, 1024, 1000), free_range(1024, 14 * kKiB),
+                                                  used_range(15 * kKiB, 1024)}));
   // The whole gap between them: no split at all.
-  const RangeAllocation middle = a.allocate_at(1024, 14 * KiB);
+  const RangeAllocation middle = a.allocate_at(1024, 14 * kKiB);
   ASSERT_TRUE(middle);
   EXPECT_EQ(a.free_ranges(), 0u);
   EXPECT_EQ(a.free_bytes(), 0u);
@@ -67,8 +67,8 @@ TEST(AllocateAt, AtTheStartAtTheEndAndFillingAGapExactly) {
 class AllocateAtRefusals : public ::testing::Test {
  protected:
   void SetUp() override {
-    a.allocate_at(0, 4 * KiB);
-    b = a.allocate_at(8 * KiB, 4 * KiB);
+    a.allocate_at(0, 4 * kKiB);
+    b = a.allocate_at(8 * kKiB, 4 * kKiB);
     ASSERT_TRUE(b);
     ASSERT_EQ(a.live_allocations(), 2u);
   }
@@ -81,31 +81,31 @@ class AllocateAtRefusals : public ::testing::Test {
     EXPECT_EQ(test::Accounting(a), before);
     EXPECT_VALID(a);
   }
-  RangeAllocator a{64 * KiB, {.alignment = 512, .max_allocations = 3}};
+  RangeAllocator a{64 * kKiB, {.alignment = 512, .max_allocations = 3}};
   RangeAllocation b;
 };
 
 TEST_F(AllocateAtRefusals, EachMisuseHasItsStatusAndChangesNothing) {
-  expect_refused(4 * KiB, 0, Status::zero_size);
-  expect_refused(4 * KiB + 100, 512, Status::bad_alignment);
-  expect_refused(0, 64 * KiB + 1, Status::too_large);
-  expect_refused(63 * KiB, 2 * KiB, Status::bad_argument);   // runs past the end
-  expect_refused(64 * KiB, 512, Status::bad_argument);       // starts at the end
-  expect_refused(2 * KiB, 512, Status::out_of_space);        // inside a used range
-  expect_refused(8 * KiB, 4 * KiB, Status::out_of_space);    // exactly a used range
-  expect_refused(6 * KiB, 4 * KiB, Status::out_of_space);    // free head, used tail
-  expect_refused(4 * KiB, 5 * KiB, Status::out_of_space);    // straddles the used range
+  expect_refused(4 * kKiB, 0, Status::zero_size);
+  expect_refused(4 * kKiB + 100, 512, Status::bad_alignment);
+  expect_refused(0, 64 * kKiB + 1, Status::too_large);
+  expect_refused(63 * kKiB, 2 * kKiB, Status::bad_argument);   // runs past the end
+  expect_refused(64 * kKiB, 512, Status::bad_argument);       // starts at the end
+  expect_refused(2 * kKiB, 512, Status::out_of_space);        // inside a used range
+  expect_refused(8 * kKiB, 4 * kKiB, Status::out_of_space);    // exactly a used range
+  expect_refused(6 * kKiB, 4 * kKiB, Status::out_of_space);    // free head, used tail
+  expect_refused(4 * kKiB, 5 * kKiB, Status::out_of_space);    // straddles the used range
   // The same range is fine once it is free.
   ASSERT_EQ(a.deallocate(b), Status::ok);
-  const RangeAllocation r = a.allocate_at(6 * KiB, 4 * KiB);
+  const RangeAllocation r = a.allocate_at(6 * kKiB, 4 * kKiB);
   ASSERT_TRUE(r);
-  EXPECT_EQ(r.offset, 6 * KiB);
+  EXPECT_EQ(r.offset, 6 * kKiB);
   EXPECT_VALID(a);
 }
 
 TEST_F(AllocateAtRefusals, TheAllocationCapApplies) {
-  ASSERT_TRUE(a.allocate_at(20 * KiB, 512));
-  expect_refused(30 * KiB, 512, Status::allocation_limit);
+  ASSERT_TRUE(a.allocate_at(20 * kKiB, 512));
+  expect_refused(30 * kKiB, 512, Status::allocation_limit);
 }
 
 // Random pools emptied and rebuilt with allocate_at at the very offsets they
@@ -121,7 +121,7 @@ TEST(AllocateAt, RebuildsAnyLayoutAtTheSameOffsets) {
         ASSERT_EQ(a.deallocate(live[i]), Status::ok);
         live[i] = live.back();
         live.pop_back();
-      } else if (RangeAllocation x = a.allocate(rng.log_uniform(1, 64 * KiB))) {
+      } else if (RangeAllocation x = a.allocate(rng.log_uniform(1, 64 * kKiB))) {
         live.push_back(x);
       }
     }

@@ -22,26 +22,27 @@ using test::ranges_of;
 using test::used_range;
 using Ranges = std::vector<RangeInfo>;
 
-constexpr uint64_t KiB = 1024, MiB = 1024 * KiB;
+using test::kKiB;
+using test::kMiB;
 
 TEST(RangeAllocator, FreshPoolIsOneFreeRange) {
-  RangeAllocator a(1 * MiB);
+  RangeAllocator a(1 * kMiB);
   EXPECT_VALID(a);
-  EXPECT_EQ(a.capacity(), 1 * MiB);
+  EXPECT_EQ(a.capacity(), 1 * kMiB);
   EXPECT_EQ(a.alignment(), 1u);
   EXPECT_EQ(a.used_bytes(), 0u);
   EXPECT_EQ(a.requested_bytes(), 0u);
-  EXPECT_EQ(a.free_bytes(), 1 * MiB);
+  EXPECT_EQ(a.free_bytes(), 1 * kMiB);
   EXPECT_EQ(a.live_allocations(), 0u);
   EXPECT_EQ(a.free_ranges(), 1u);
-  EXPECT_EQ(a.largest_free(), 1 * MiB);
-  EXPECT_EQ(a.trailing_free(), 1 * MiB);
+  EXPECT_EQ(a.largest_free(), 1 * kMiB);
+  EXPECT_EQ(a.trailing_free(), 1 * kMiB);
   EXPECT_EQ(a.fragmentation(), 0.0);
-  EXPECT_EQ(ranges_of(a), (Ranges{free_range(0, 1 * MiB)}));
+  EXPECT_EQ(ranges_of(a), (Ranges{free_range(0, 1 * kMiB)}));
 }
 
 TEST(RangeAllocator, AllocateAndFreeOne) {
-  RangeAllocator a(1 * MiB);
+  RangeAllocator a(1 * kMiB);
   const RangeAllocation x = a.allocate(100);
   ASSERT_TRUE(x);
   EXPECT_EQ(x.status, Status::ok);
@@ -51,12 +52,12 @@ TEST(RangeAllocator, AllocateAndFreeOne) {
   EXPECT_EQ(a.allocation_size(x.offset, x.handle), 100u);
   EXPECT_EQ(a.used_bytes(), 100u);
   EXPECT_EQ(a.requested_bytes(), 100u);
-  EXPECT_EQ(a.free_bytes(), 1 * MiB - 100);
+  EXPECT_EQ(a.free_bytes(), 1 * kMiB - 100);
   EXPECT_EQ(a.live_allocations(), 1u);
   EXPECT_EQ(a.free_ranges(), 1u);
-  EXPECT_EQ(a.largest_free(), 1 * MiB - 100);
-  EXPECT_EQ(a.trailing_free(), 1 * MiB - 100);
-  EXPECT_EQ(ranges_of(a), (Ranges{used_range(0, 100), free_range(100, 1 * MiB - 100)}));
+  EXPECT_EQ(a.largest_free(), 1 * kMiB - 100);
+  EXPECT_EQ(a.trailing_free(), 1 * kMiB - 100);
+  EXPECT_EQ(ranges_of(a), (Ranges{used_range(0, 100), free_range(100, 1 * kMiB - 100)}));
 
   EXPECT_EQ(a.deallocate(x), Status::ok);
   EXPECT_VALID(a);
@@ -64,13 +65,13 @@ TEST(RangeAllocator, AllocateAndFreeOne) {
   EXPECT_EQ(a.requested_bytes(), 0u);
   EXPECT_EQ(a.live_allocations(), 0u);
   EXPECT_EQ(a.free_ranges(), 1u);
-  EXPECT_EQ(a.largest_free(), 1 * MiB);
+  EXPECT_EQ(a.largest_free(), 1 * kMiB);
   EXPECT_EQ(a.allocation_size(x.offset, x.handle), 0u);
-  EXPECT_EQ(ranges_of(a), (Ranges{free_range(0, 1 * MiB)}));
+  EXPECT_EQ(ranges_of(a), (Ranges{free_range(0, 1 * kMiB)}));
 }
 
 TEST(RangeAllocator, SequentialAllocationsArePackedFromZero) {
-  RangeAllocator a(1 * MiB);
+  RangeAllocator a(1 * kMiB);
   uint64_t expect = 0;
   std::set<uint64_t> handles;
   for (uint64_t size = 1; size <= 200; ++size) {
@@ -87,7 +88,7 @@ TEST(RangeAllocator, SequentialAllocationsArePackedFromZero) {
 }
 
 TEST(RangeAllocator, FillTheWholePoolThenEmptyIt) {
-  constexpr uint64_t kCapacity = 64 * KiB, kBlock = 4 * KiB;
+  constexpr uint64_t kCapacity = 64 * kKiB, kBlock = 4 * kKiB;
   RangeAllocator a(kCapacity);
   std::vector<RangeAllocation> blocks;
   for (uint64_t i = 0; i < kCapacity / kBlock; ++i) {
@@ -190,7 +191,7 @@ TEST_F(Merging, LastBlockMergesWithTheFreeRangeBeforeIt) {
 TEST(RangeAllocator, FreedBlockIsReusedForItsOwnSize) {
   // A freed block of a non-bin size must serve the next request of that size,
   // even though a much larger free range (the tail) also exists.
-  RangeAllocator a(1 * MiB);
+  RangeAllocator a(1 * kMiB);
   const RangeAllocation x = a.allocate(1000);
   const RangeAllocation y = a.allocate(5000);
   const RangeAllocation z = a.allocate(1000);
@@ -206,7 +207,7 @@ TEST(RangeAllocator, FreedBlockIsReusedForItsOwnSize) {
 
 TEST(RangeAllocator, RequestTakesTheBestFitOfItsOwnBin) {
   // 4999 and 5000 share a bin: the 5000-byte hole fits better than the tail.
-  RangeAllocator a(1 * MiB);
+  RangeAllocator a(1 * kMiB);
   ASSERT_TRUE(a.allocate(1000));
   const RangeAllocation y = a.allocate(5000);
   ASSERT_TRUE(a.allocate(1000));
@@ -294,7 +295,7 @@ TEST(RangeAllocator, LargestFreeScansTheWholeTopBin) {
 }
 
 TEST(RangeAllocator, AllocationSize) {
-  RangeAllocator a(1 * MiB, {.alignment = 256});
+  RangeAllocator a(1 * kMiB, {.alignment = 256});
   const RangeAllocation x = a.allocate(1);
   const RangeAllocation y = a.allocate(300);
   ASSERT_TRUE(x && y);
@@ -312,12 +313,12 @@ TEST(RangeAllocator, AllocationSize) {
 }
 
 TEST(RangeAllocator, ForEachRangeTilesTheCapacity) {
-  RangeAllocator a(256 * KiB);
+  RangeAllocator a(256 * kKiB);
   test::Rng rng(11);
   std::vector<RangeAllocation> live;
   for (int step = 0; step < 3000; ++step) {
     if (live.empty() || rng.chance(0.6)) {
-      const RangeAllocation x = a.allocate(rng.log_uniform(1, 8 * KiB));
+      const RangeAllocation x = a.allocate(rng.log_uniform(1, 8 * kKiB));
       if (x) live.push_back(x);
     } else {
       const size_t i = rng.below(live.size());
@@ -375,7 +376,7 @@ TEST(RangeAllocator, ZeroCapacityPoolIsValidAndCanGrow) {
 }
 
 TEST(RangeAllocator, MoveKeepsEverything) {
-  RangeAllocator a(1 * MiB);
+  RangeAllocator a(1 * kMiB);
   const RangeAllocation x = a.allocate(100);
   const RangeAllocation y = a.allocate(200);
   ASSERT_TRUE(x && y);
@@ -392,8 +393,8 @@ TEST(RangeAllocator, MoveKeepsEverything) {
   c = std::move(b);
   EXPECT_VALID(c);
   EXPECT_EQ(c.live_allocations(), 0u);
-  EXPECT_EQ(c.capacity(), 1 * MiB);
-  EXPECT_TRUE(c.allocate(1 * MiB));
+  EXPECT_EQ(c.capacity(), 1 * kMiB);
+  EXPECT_TRUE(c.allocate(1 * kMiB));
 }
 
 // A moved-from allocator must stay usable (valid but unspecified): checking,
@@ -402,7 +403,7 @@ TEST(RangeAllocator, MoveKeepsEverything) {
 // nodes_, bin_head_ and leaf_mask_ are emptied, so validate(), allocate(),
 // extend() and for_each_range() index empty vectors (see the report).
 TEST(RangeAllocator, MovedFromAllocatorStaysUsable) {
-  RangeAllocator a(1 * MiB);
+  RangeAllocator a(1 * kMiB);
   ASSERT_TRUE(a.allocate(100));
   RangeAllocator b(std::move(a));
   EXPECT_VALID(b);
