@@ -14,7 +14,6 @@ namespace {
 
 constexpr uint64_t kBlockAlignment = 64;
 
-
 }  // namespace
 
 // The reservation, halved while mmap refuses it (the address space is

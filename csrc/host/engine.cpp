@@ -40,7 +40,6 @@ backend::os::HugePages to_os(HostHugePages h) noexcept {
   return backend::os::HugePages::off;
 }
 
-
 // The smallest arena: 64 MiB (the smallest `reserve`) and room for the
 // largest large block (config check: huge_threshold <= reserve / 2).
 uint64_t min_reserve(const HostPoolConfig& c) noexcept {
