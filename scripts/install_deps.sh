@@ -9,6 +9,7 @@ APT_PACKAGES=(
   nlohmann-json3-dev libcli11-dev              # benchmark JSON output, CLI parsing
   zlib1g-dev                                   # device benchmark: recorded model traces (.trace.gz)
   clang libclang-rt-14-dev                     # libFuzzer
+  clang-format clang-tidy                      # scripts/check_format.sh, scripts/tidy.sh (Debian 12: 14)
   libnuma-dev                                  # NUMA binding of host arenas
   libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev  # host benchmark peers
 )

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# Runs every test of unipool: installs what is missing, then builds and runs
-# the ctest suites of the release, asan (ASan+UBSan) and tsan presets, a
-# smoke run of each benchmark, the Python package's pytest suite (torch
-# extension, on the null GPU) and a short libFuzzer session.
+# Runs every test of unipool: installs what is missing, checks the format of
+# the lines the last commit changed, then builds and runs the ctest suites of
+# the release, asan (ASan+UBSan) and tsan presets, a smoke run of each
+# benchmark, the Python package's pytest suite (torch extension, on the
+# null GPU) and a short libFuzzer session.
 #   scripts/test.sh                 # everything
 #   UNIPOOL_PRESETS="release" scripts/test.sh
 #   UNIPOOL_FUZZ_SECONDS=0 scripts/test.sh   # skip libFuzzer
+#   UNIPOOL_FORMAT_BASE=main scripts/test.sh  # check the format of every line changed since main
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install_deps.sh
+
+# Cheap, so first: the last commit's (or $UNIPOOL_FORMAT_BASE's) changed lines.
+echo "=== format of changed lines (scripts/check_format.sh) ==="
+scripts/check_format.sh
 
 jobs=$(nproc)
 for preset in ${UNIPOOL_PRESETS:-release asan tsan}; do
@@ -18,7 +24,6 @@ for preset in ${UNIPOOL_PRESETS:-release asan tsan}; do
   cmake --build --preset "$preset" -j "$jobs"
   ctest --preset "$preset" -j "$jobs"
 done
-
 
 if [ -z "${UNIPOOL_PRESETS:-}" ]; then
   echo "=== preset nocuda (UNIPOOL_CUDA=OFF): the library builds and its unit tests pass ==="
