@@ -224,7 +224,7 @@ void print_tables(std::ostream& out, const std::vector<CellResult>& results,
 }
 
 void print_targets(std::ostream& out, const std::vector<CellResult>& results) {
-  out << "## Targets (issue 3)\n\n";
+  out << "## Targets\n\n";
   TargetPrinter tp{out};
   throughput_targets(tp, results);
   study_targets(tp, results);

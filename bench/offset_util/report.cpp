@@ -188,8 +188,7 @@ void print_random(std::ostream& out, const Results& results, const RunConfig& cf
   if (results.random.empty()) return;
   out << "## Random size: uniform in [" << cfg.random_min << ", " << cfg.random_max << "], pool "
       << bytes(cfg.random_pool) << ", " << cfg.random_calls << " calls\n\n";
-  out << "p1 / p10 are the values at 1% / 10% of the sorted samples (the seed's \"p99\" / \"p90\","
-         " the low tail).\n\n";
+  out << "p1 / p10 are the values at 1% / 10% of the sorted samples (the low tail).\n\n";
   Table t({"Policy", "Min", "P1", "P10", "P50", "Max", "Avg", "ns/op", "evictions"});
   for (const auto& r : results.random) {
     t.row({label(r.policy, r.align), util(r.min), util(r.p1), util(r.p10), util(r.p50), util(r.max),
