@@ -2,7 +2,7 @@
 """Plots a device_bench JSON run: peak reserved over peak requested per
 trace and allocator, and the hot path's CPU ns per alloc+free, side by side.
 
-  python3 bench/device/plot_device.py bench/device/last_full_run.json docs/device_bench.png
+  python3 bench/device/plot_device.py bench/results/device.json docs/device_bench.png
 
 Figures measured on the null GPU are host-side: the title says so.
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plots of bench/host results (the --json list of unipool_host_bench).
 
-  python3 bench/host/plot_host.py bench/host/last_full_run.json --out docs
+  python3 bench/host/plot_host.py bench/results/host.json --out docs
 
 writes
   host_throughput.png   ops/s relative to glibc, per workload and thread count

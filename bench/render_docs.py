@@ -1,0 +1,414 @@
+#!/usr/bin/env python3
+"""Renders the benchmark tables and plots of docs/ from the results that
+scripts/bench.sh writes (bench/results/ by default): every figure in the docs
+comes from a results file, none is typed by hand.
+
+  python3 bench/render_docs.py [RESULTS_DIR] [--docs DOCS_DIR] [--check]
+
+Tables go between marker comments in the docs, which the rest of each page
+leaves alone:
+  <!-- bench:NAME:begin -->  ...generated...  <!-- bench:NAME:end -->
+Plots are written by each benchmark's own plot script. --check rewrites
+nothing and fails if a page differs from what the results give.
+
+Results read (missing ones leave their sections as they are, with a note):
+  offset_util.json, offset_util.txt (stdout)   docs/benchmarks.md, docs/offset_util.png
+  device.json                                  docs/benchmarks.md, docs/device_bench.png
+  kv_offload.json                              docs/benchmarks.md
+  model_live.json                              docs/benchmarks.md
+  host*.json, host.txt (stdout)                docs/benchmarks.md, docs/host_benchmarks.md,
+                                               docs/host_*.png (host.json; every
+                                               host*.json is a run for the ranges)
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GIB = float(1 << 30)
+MIB = float(1 << 20)
+
+
+def load(path: str):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def md_table(header: list[str], align: str, rows: list[list[str]]) -> str:
+    """A markdown table; `align` has one letter per column, l or r."""
+    sep = ["---" if a == "l" else "---:" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def span(values: list[float], fmt: str) -> str:
+    """'a' or 'lo-hi' over runs, in the format `fmt` (one decimal from 10 up)."""
+    if max(values) >= 10:
+        fmt = "{:.1f}"
+    lo, hi = fmt.format(min(values)), fmt.format(max(values))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+# --- offset_util -------------------------------------------------------------
+
+
+def offset_util_targets(d) -> str:
+    uni = [r for r in d["uniform"] if r["align"] == 1]
+    at_limit = defaultdict(int)
+    for r in uni:
+        at_limit[r["policy"]] += abs(r["limit"] - r["min_util"]) <= 1e-6 and abs(r["limit"] - r["avg_util"]) <= 1e-6
+    sizes = sum(1 for r in uni if r["policy"] == "unipool")
+    rnd = {r["policy"]: r for r in d["random"] if r["align"] == 1}
+    paired = {r["policy"]: r for r in d["paired"] if r["align"] == 1}
+    pair = {r["policy"]: r for r in d["pair"] if r["align"] == 1}
+
+    def met(ok: bool) -> str:
+        return "met" if ok else "**missed**"
+
+    ok_uniform = at_limit["unipool"] == sizes
+    u, b = rnd["unipool"], rnd["bin-roundup"]
+    ok_random = u["avg"] >= 0.865 and u["p1"] >= 0.73
+    p = paired["unipool"]
+    # Mean ns per call of each table, unipool against bin-roundup.
+    ns = defaultdict(list)
+    for r in uni:
+        ns[(r["list"], r["policy"])].append(r["ns_per_op"])
+    lists = list(dict.fromkeys(r["list"] for r in uni))
+    pairs = [(f"uniform {l}", sum(ns[(l, "unipool")]) / len(ns[(l, "unipool")]),
+              sum(ns[(l, "bin-roundup")]) / len(ns[(l, "bin-roundup")])) for l in lists]
+    pairs += [("random", u["ns_per_op"], b["ns_per_op"]),
+              ("paired", p["ns_per_op"], paired["bin-roundup"]["ns_per_op"]),
+              ("alloc_free_pair", pair["unipool"]["ns_per_pair"], pair["bin-roundup"]["ns_per_pair"])]
+    faster = sum(1 for _, a, c in pairs if a <= c)
+    ns_detail = ", ".join(f"{n} {a:.1f} vs {c:.1f}" for n, a, c in pairs)
+    rows = [
+        ["uniform, every size, align 1: min = avg = limit within 1e-6",
+         f"{met(ok_uniform)}: {at_limit['unipool']} of {sizes} sizes "
+         f"(bin-roundup {at_limit['bin-roundup']}, exact {at_limit['exact']})"],
+        ["random: avg >= 0.865, p1 >= 0.73",
+         f"{met(ok_random)}: avg {u['avg']:.6f}, p1 {u['p1']:.6f} (bin-roundup {b['avg']:.6f} / {b['p1']:.6f})"],
+        ["paired KV/indexer: avg >= 0.995",
+         f"{met(p['avg_util'] >= 0.995)}: {p['avg_util']:.6f} (bin-roundup {paired['bin-roundup']['avg_util']:.6f}, "
+         f"exact {paired['exact']['avg_util']:.6f})"],
+        ["mean ns per call <= bin-roundup's, every table",
+         f"{met(faster == len(pairs))}: on {faster} of {len(pairs)} tables (unipool vs bin-roundup: {ns_detail})"],
+    ]
+    return md_table(["target", "result"], "ll", rows)
+
+
+def offset_util_tables(stdout: str) -> str:
+    """The markdown tables of offset_util's stdout, one heading level down,
+    without its progress lines and its header (the run's settings)."""
+    body = stdout.split("\n## ", 1)[1].split("\n# ", 1)[0]  # first table .. before the seed-format tables
+    lines = [l for l in ("## " + body).splitlines() if not l.startswith("[")]
+    text = "\n".join("#" + l if l.startswith("## ") else l for l in lines)
+    # Older outputs name the low percentiles after another benchmark's.
+    text = text.replace(' (the seed\'s "p99" / "p90", the low tail)', " (the low tail)")
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+# --- device_bench ------------------------------------------------------------
+
+DEVICE_ORDER = ["unipool", "torch", "unipool:expandable", "torch:expandable", "cub"]
+
+
+def device_tables(d) -> str:
+    rec = {(r["trace"], r["allocator"]): r for r in d["records"]}
+    traces = list(dict.fromkeys(r["trace"] for r in d["records"]))
+    rows = []
+    for t in traces:
+        res = {a: rec[(t, a)]["peak_reserved"] / MIB for a in DEVICE_ORDER if (t, a) in rec}
+        cells = {a: f"{v:,.0f}" for a, v in res.items()}
+        for ours, theirs in (("unipool", "torch"), ("unipool:expandable", "torch:expandable")):
+            if ours in res and theirs in res and round(res[ours]) != round(res[theirs]):
+                low = ours if res[ours] < res[theirs] else theirs
+                cells[low] = f"**{cells[low]}**"
+        req = rec[(t, "unipool")]["peak_requested"] / MIB
+        rows.append([t, f"{req:,.0f} MiB"] + [cells.get(a, "") for a in DEVICE_ORDER])
+    reserved = md_table(["trace", "peak requested"] + DEVICE_ORDER, "lrrrrrr", rows)
+
+    hot = {(h["bytes"], h["allocator"]): h["ns_per_op"] for h in d["hot_path"]}
+    sizes = list(dict.fromkeys(h["bytes"] for h in d["hot_path"]))
+    hrows = []
+    for b in sizes:
+        label = f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
+        hrows.append([f"{label}, CPU ns per alloc+free"] + [f"{hot[(b, a)]:.0f}" if (b, a) in hot else ""
+                                                             for a in DEVICE_ORDER])
+    hot_table = md_table(["hot path (a cached block, same stream)"] + DEVICE_ORDER, "lrrrrr", hrows)
+
+    # Whole traces: the range over traces of each allocator (torch's two modes together).
+    groups = [("unipool", ["unipool"]), ("unipool:expandable", ["unipool:expandable"]),
+              ("torch", ["torch", "torch:expandable"]), ("CUB", ["cub"]), ("one cudaMalloc each", ["cudamalloc"])]
+    parts = []
+    for name, members in groups:
+        ns = [r["ns_per_op"] for r in d["records"] if r["allocator"] in members]
+        if ns:
+            parts.append(f"{name} {min(ns):,.0f}-{max(ns):,.0f}")
+    whole = "Whole traces, CPU ns per allocation + its free: " + ", ".join(parts) + "."
+    return "\n\n".join(["Peak reserved in MiB (bold: the lower of each unipool/torch pair).", reserved, hot_table,
+                        whole])
+
+
+def targets_list(items: list[tuple[bool, str]]) -> str:
+    return "\n".join(f"- {'met' if ok else '**missed**'}: {text}" for ok, text in items)
+
+
+def device_targets(d) -> str:
+    return targets_list([(t["met"], f"{t['target']}: {t['detail']}") for t in d["targets"]])
+
+
+# --- kv_offload --------------------------------------------------------------
+
+
+def kv_tables(d) -> str:
+    peers, kv_ns = d["pinned_peers"], d["kv_pool_stream_ns_per_alloc_free"]
+    torch, uni = peers["torch"], peers["unipool"]
+    pinned = md_table(
+        ["allocator", "reserved / requested (peaks)", "ns per alloc+free of a request", "hot: one cached 16-block buffer"],
+        "lrrr",
+        [["unipool `KVBlockPool` (one arena; ids from Python as a list)",
+          f"**{d['targets']['reserved_over_requested']:.4f}**", f"**{kv_ns:,.0f}**", ""],
+         ["torch `pin_memory=True`, PyTorch's CachingHostAllocator as shipped",
+          f"{torch['reserved_over_requested']:.4f}", f"{torch['stream_ns_per_alloc_free']:,.0f}",
+          f"{torch['hot_ns_per_alloc_free']:,.0f}"],
+         ["torch `pin_memory=True`, unipool installed as torch's host allocator",
+          f"{uni['reserved_over_requested']:.4f}", f"{uni['stream_ns_per_alloc_free']:,.0f}",
+          f"{uni['hot_ns_per_alloc_free']:,.0f}"]])
+    py, cpp = d["python_costs"], d["cpp_costs"]
+    pyb, vec = py["empty_call_pybind11_ns"], py["empty_call_vectorcall_ns"]
+
+    def row(label: str, ns: float) -> list[str]:
+        return [label, f"{ns:,.0f}", f"{ns / pyb:.2f}", f"{ns / vec:.2f}"]
+
+    costs = md_table(
+        [f"alloc + free of {py['batch']} blocks (pool of {py['num_blocks']})", "ns per batch",
+         "/ empty pybind11 call", "/ empty vectorcall"], "lrrr",
+        [row(f"from Python, `free_and_alloc(out, {py['batch']}, out)` (one call)", py["free_and_alloc_tensor_ids_ns"]),
+         row(f"from Python, `alloc({py['batch']}, out)`; `free(out)` (two calls)", py["alloc_free_tensor_ids_ns"]),
+         row("from Python, scattered batch, one call", py["scattered_free_and_alloc_tensor_ids_ns"]),
+         row("from C++, `free_and_alloc`", cpp["hot_free_and_alloc_ns_per_batch"]),
+         row("from C++, scattered batch, `free_and_alloc`", cpp["scattered_free_and_alloc_ns_per_batch"]),
+         row("one empty Python call into the extension, pybind11 (`_C._noop`)", pyb),
+         row("one empty vectorcall method on the pool (`pool._noop`)", vec)])
+    return pinned + "\n\n" + costs
+
+
+def kv_targets(d) -> str:
+    t, torch = d["targets"], d["pinned_peers"]["torch"]
+    py = d["python_costs"]
+    best = py["free_and_alloc_tensor_ids_ns"]
+    kv_ns = d["kv_pool_stream_ns_per_alloc_free"]
+    return targets_list([
+        (t["reserved_over_requested"] <= t["reserved_over_requested_max"],
+         f"KV-sized pinned buffers, reserved / requested <= {t['reserved_over_requested_max']}: `KVBlockPool` "
+         f"{t['reserved_over_requested']:.4f} (torch {torch['reserved_over_requested']:.4f} in the same run)"),
+        (t["kv_pool_ns_over_torch_pinned"] <= 1.0,
+         f"alloc+free of a request <= torch's: {kv_ns:,.0f} ns vs {torch['stream_ns_per_alloc_free']:,.0f} "
+         f"({t['kv_pool_ns_over_torch_pinned']:.2f}x)"),
+        (t["free_and_alloc_over_empty_call"] < t["alloc_free_over_empty_call_max"],
+         f"a batch of {py['batch']} alloc+free from Python < {t['alloc_free_over_empty_call_max']:g}x one empty "
+         f"pybind11 call: {t['free_and_alloc_over_empty_call']:.2f}x with `free_and_alloc`"),
+        (best / py["empty_call_vectorcall_ns"] < t["alloc_free_over_empty_call_max"],
+         f"the same against one empty vectorcall: {best / py['empty_call_vectorcall_ns']:.2f}x"),
+    ])
+
+
+# --- model live --------------------------------------------------------------
+
+
+def model_table(d) -> str:
+    res = {r["allocator"]: r for r in d["results"]}
+    rows = []
+    for name, r in res.items():
+        reserved = f"{r['peak_reserved'] / GIB:.3f} GiB"
+        if name == "unipool" and "torch" in res and r["peak_reserved"] < res["torch"]["peak_reserved"]:
+            reserved = f"**{reserved}**"
+        rows.append([name, reserved, f"{r['peak_allocated'] / GIB:.3f} GiB",
+                     f"{r['peak_allocated'] / r['peak_reserved']:.3f}", f"{r['allocations']:,}",
+                     f"{r['device_allocs'] + r['device_frees']:,}", f"{r['cpu_s']:.2f}"])
+    table = md_table(["allocator", "peak reserved", "peak allocated", "utilization", "allocations", "device calls",
+                      "host CPU s"], "lrrrrrr", rows)
+    targets = [(t.startswith("[met"), t.split("] ", 1)[1]) for t in d["targets"]]
+    return table + "\n\nTargets:\n\n" + targets_list(targets)
+
+
+# --- host --------------------------------------------------------------------
+
+HOST_PEERS = ["glibc", "mimalloc", "jemalloc", "tcmalloc"]
+HOST_SUMMARY = [("mid_mt", [1, 2, 4]), ("hakmem_json", [1, 2, 4]), ("hakmem_mir", [1, 2, 4]),
+                ("hakmem_vm", [1, 2, 4]), ("hakmem_mixed", [1, 2, 4]), ("rl_medium", [1, 2]),
+                ("alignment64", [1, 2]), ("fragmentation_mix", [1, 2]), ("rl_small", [1, 2])]
+
+
+def host_index(run) -> dict:
+    return {(r["allocator"], r["workload"], r["threads"]): r for r in run}
+
+
+def host_summary(runs: list) -> str:
+    """unipool's ops per CPU-second over glibc's, mimalloc's and the best
+    peer's, per workload and thread count: the range over the runs."""
+    idx = [host_index(r) for r in runs]
+    rows = []
+    for w, threads in HOST_SUMMARY:
+        cols = [[], [], []]
+        best_names = set()
+        for t in threads:
+            g, m, b = [], [], []
+            for by in idx:
+                if ("unipool", w, t) not in by:
+                    continue
+                u = by[("unipool", w, t)]["ops_per_cpu_s"]
+                peer = {p: by[(p, w, t)]["ops_per_cpu_s"] for p in HOST_PEERS if (p, w, t) in by}
+                best = max(peer, key=peer.get)
+                best_names.add(best)
+                g.append(u / peer["glibc"])
+                m.append(u / peer["mimalloc"])
+                b.append(u / peer[best])
+            if not g:
+                break
+            for col, vals in zip(cols, (g, m, b)):
+                col.append(span(vals, "{:.2f}"))
+        if not cols[0]:
+            continue
+        vs_best = " / ".join(cols[2])
+        vs_best = ("same" if vs_best == " / ".join(cols[1]) else vs_best) + f" ({', '.join(sorted(best_names))})"
+        label = w + " " + " / ".join(f"x{t}" for t in threads[:len(cols[0])])
+        rows.append([label, " / ".join(cols[0]), " / ".join(cols[1]), vs_best])
+    note = (f"(ranges over {len(runs)} full runs)" if len(runs) > 1 else "(one full run)")
+    return md_table(["workload", "unipool vs glibc (per CPU-s)", "vs mimalloc", "vs the best peer"], "lrrr",
+                    rows) + "\n\n" + note
+
+
+def host_threadcache(runs: list) -> str:
+    """rpmalloc_random, the thread-cache study: ops per CPU-second of each
+    thread-cache policy and of mimalloc, and RSS / requested."""
+    idx = [host_index(r) for r in runs]
+    names = ["mimalloc", "unipool:performance", "unipool:unlimited", "unipool:size", "unipool:none"]
+    threads = sorted({t for by in idx for (a, w, t) in by if w == "rpmalloc_random"})
+    rows = []
+    for a in names:
+        ops, rss = [], []
+        for t in threads:
+            vals = [by[(a, "rpmalloc_random", t)] for by in idx if (a, "rpmalloc_random", t) in by]
+            if not vals:
+                continue
+            ops.append(span([v["ops_per_cpu_s"] / 1e6 for v in vals], "{:.2f}"))
+            rss.append(span([v["rss_over_requested"] for v in vals], "{:.2f}"))
+        if ops:
+            rows.append([a, " / ".join(ops), " / ".join(rss)])
+    head = " / ".join(f"x{t}" for t in threads)
+    return md_table(["allocator", f"Mops per CPU-s, {head}", f"RSS / peak requested, {head}"], "lrr", rows)
+
+
+def host_results(stdout: str) -> str:
+    """The host bench's stdout (a markdown report), its title dropped and its
+    headings one level down."""
+    lines = stdout.splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    text = "\n".join("#" + l if l.startswith("## ") else l for l in lines)
+    text = re.sub(r"^(### Targets) \(issue \d+\)$", r"\1", text, flags=re.M)  # older outputs' heading
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+# --- the pages ---------------------------------------------------------------
+
+
+def sections(results: str) -> dict[str, dict[str, str]]:
+    """Page -> marker name -> generated text, for the results present."""
+    def path(name: str) -> str:
+        return os.path.join(results, name)
+
+    def text(name: str) -> str:
+        with open(path(name), encoding="utf-8") as f:
+            return f.read()
+
+    bench, host = {}, {}
+    if os.path.exists(path("offset_util.json")):
+        bench["offset_util:targets"] = offset_util_targets(load(path("offset_util.json")))
+    if os.path.exists(path("offset_util.txt")):
+        bench["offset_util:tables"] = offset_util_tables(text("offset_util.txt"))
+    if os.path.exists(path("device.json")):
+        d = load(path("device.json"))
+        bench["device:tables"], bench["device:targets"] = device_tables(d), device_targets(d)
+    if os.path.exists(path("kv_offload.json")):
+        d = load(path("kv_offload.json"))
+        bench["kv_offload:tables"], bench["kv_offload:targets"] = kv_tables(d), kv_targets(d)
+    if os.path.exists(path("model_live.json")):
+        bench["model:table"] = model_table(load(path("model_live.json")))
+    host_runs = [load(p) for p in sorted(glob.glob(path("host*.json")))]
+    if host_runs:
+        bench["host:summary"] = host["host:summary"] = host_summary(host_runs)
+        host["host:threadcache"] = host_threadcache(host_runs)
+    if os.path.exists(path("host.txt")):
+        host["host:results"] = host_results(text("host.txt"))
+    return {"benchmarks.md": bench, "host_benchmarks.md": host}
+
+
+def replace_sections(page: str, generated: dict[str, str], name: str) -> str:
+    for key, body in generated.items():
+        pattern = re.compile(rf"(<!-- bench:{re.escape(key)}:begin -->\n).*?(<!-- bench:{re.escape(key)}:end -->)",
+                             re.S)
+        if not pattern.search(page):
+            sys.exit(f"render_docs: {name} has no section bench:{key} (begin/end markers)")
+        page = pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), page)
+    return page
+
+
+def plots(results: str, docs: str) -> None:
+    """Each benchmark's plot script, on the results present."""
+    def run(*args: str) -> None:
+        subprocess.run([sys.executable, *args], check=True)
+
+    r = lambda name: os.path.join(results, name)  # noqa: E731
+    if os.path.exists(r("offset_util.json")):
+        run(os.path.join(HERE, "offset_util/plot_offset.py"), r("offset_util.json"), "--out",
+            os.path.join(docs, "offset_util.png"))
+    if os.path.exists(r("device.json")):
+        run(os.path.join(HERE, "device/plot_device.py"), r("device.json"), os.path.join(docs, "device_bench.png"))
+    if os.path.exists(r("host.json")):
+        run(os.path.join(HERE, "host/plot_host.py"), r("host.json"), "--out", docs)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", nargs="?", default="bench/results")
+    parser.add_argument("--docs", default="docs")
+    parser.add_argument("--check", action="store_true", help="change nothing; fail if a page is out of date")
+    parser.add_argument("--no-plots", action="store_true")
+    args = parser.parse_args()
+
+    stale = []
+    for name, generated in sections(args.results).items():
+        if not generated:
+            print(f"render_docs: no results for {name} in {args.results}; left as it is")
+            continue
+        page_path = os.path.join(args.docs, name)
+        with open(page_path, encoding="utf-8") as f:
+            page = f.read()
+        new = replace_sections(page, generated, page_path)
+        if new != page:
+            stale.append(page_path)
+            if not args.check:
+                with open(page_path, "w", encoding="utf-8") as f:
+                    f.write(new)
+        print(f"render_docs: {page_path}: {', '.join(generated)}" + (" (changed)" if new != page else ""))
+    if args.check:
+        if stale:
+            print("render_docs: out of date: " + ", ".join(stale), file=sys.stderr)
+        return 1 if stale else 0
+    if not args.no_plots:
+        plots(args.results, args.docs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
