@@ -9,8 +9,6 @@
 
 namespace unipool {
 
-using device::Kind;
-
 namespace {
 
 std::string size_text(uint64_t bytes) { return std::to_string(bytes) + " bytes"; }

@@ -23,7 +23,7 @@ CUmemAllocationProp device_memory(int device) {
 }
 
 CUdeviceptr address(uintptr_t base, const auto& r, uint64_t granule) {
-  return static_cast<CUdeviceptr>(base + granule * r.granularity);
+  return static_cast<CUdeviceptr>(base) + granule * r.granularity;
 }
 
 }  // namespace
