@@ -113,7 +113,8 @@ unipool_status_t unipool_device_alloc(unipool_device_pools_t* pools, size_t size
     return UNIPOOL_BAD_ARGUMENT;
   }
   *out = nullptr;
-  return guarded([&] { *out = resolve(pools)->allocate(size, device, reinterpret_cast<unipool::StreamHandle>(stream)); });
+  return guarded(
+      [&] { *out = resolve(pools)->allocate(size, device, reinterpret_cast<unipool::StreamHandle>(stream)); });
 }
 
 unipool_status_t unipool_device_free(unipool_device_pools_t* pools, void* ptr) {

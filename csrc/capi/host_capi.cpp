@@ -215,13 +215,36 @@ unipool_status_t unipool_host_stats(unipool_host_pool_t* pool, unipool_host_stat
     return UNIPOOL_BAD_ARGUMENT;
   }
   const unipool::HostPoolStats s = pool_of(pool)->stats();
-  const unipool_host_stats_t full{
-      sizeof(unipool_host_stats_t), s.requested_bytes, s.peak_requested_bytes, s.allocated_bytes,
-      s.peak_allocated_bytes, s.committed_bytes, s.peak_committed_bytes, s.pinned_bytes, s.peak_pinned_bytes,
-      s.cached_bytes, s.peak_cached_bytes, s.deferred_bytes, s.peak_deferred_bytes, s.deferred_blocks,
-      s.arena_free_bytes, s.overhead_bytes, s.reserved_bytes, s.small_blocks, s.middle_blocks, s.large_blocks,
-      s.huge_blocks, s.huge_cache_hits, s.huge_cache_misses, s.pin_registrations, s.pin_failures,
-      s.pageable_bytes, s.hugetlb_fallbacks, s.misuse_errors, s.pin_thread_registrations, s.pin_thread_waits};
+  const unipool_host_stats_t full{sizeof(unipool_host_stats_t),
+                                  s.requested_bytes,
+                                  s.peak_requested_bytes,
+                                  s.allocated_bytes,
+                                  s.peak_allocated_bytes,
+                                  s.committed_bytes,
+                                  s.peak_committed_bytes,
+                                  s.pinned_bytes,
+                                  s.peak_pinned_bytes,
+                                  s.cached_bytes,
+                                  s.peak_cached_bytes,
+                                  s.deferred_bytes,
+                                  s.peak_deferred_bytes,
+                                  s.deferred_blocks,
+                                  s.arena_free_bytes,
+                                  s.overhead_bytes,
+                                  s.reserved_bytes,
+                                  s.small_blocks,
+                                  s.middle_blocks,
+                                  s.large_blocks,
+                                  s.huge_blocks,
+                                  s.huge_cache_hits,
+                                  s.huge_cache_misses,
+                                  s.pin_registrations,
+                                  s.pin_failures,
+                                  s.pageable_bytes,
+                                  s.hugetlb_fallbacks,
+                                  s.misuse_errors,
+                                  s.pin_thread_registrations,
+                                  s.pin_thread_waits};
   const size_t size = out->size < sizeof(full) ? out->size : sizeof(full);
   std::memcpy(out, &full, size);
   out->size = size;

@@ -126,7 +126,9 @@ class Restore {
     synchronize_dropped_blocks();
   }
 
-  std::string where() const { return "unipool: cannot restore the checkpoint on device " + std::to_string(pool_.device); }
+  std::string where() const {
+    return "unipool: cannot restore the checkpoint on device " + std::to_string(pool_.device);
+  }
 
   Arena* arena_of(const DeviceCheckpointSegment& seg) const {
     for (const auto& slot : pool_.arenas) {
@@ -143,9 +145,8 @@ class Restore {
   void place(const DeviceCheckpointSegment& seg) {
     Arena* arena = arena_of(seg);
     if (arena == nullptr) {
-      throw DevicePoolError(Status::not_live, where() + ": its " +
-                                                  (seg.expandable ? "expandable segment" : "segment") + " at " +
-                                                  hex(seg.address) + " (" + std::to_string(seg.size) +
+      throw DevicePoolError(Status::not_live, where() + ": its " + (seg.expandable ? "expandable segment" : "segment") +
+                                                  " at " + hex(seg.address) + " (" + std::to_string(seg.size) +
                                                   " bytes) holding " + std::to_string(seg.blocks.size()) +
                                                   " allocated block(s) was given back since (empty_cache or a "
                                                   "release threshold)");
@@ -209,8 +210,9 @@ class Restore {
         // A fence that could not be recorded yet is retried by poll_pending;
         // until then there is nothing to wait on.
         if (q.entries[i].fence == kNoFence) {
-          throw DevicePoolError(Status::backend_error, where() + ": a fence guarding memory the checkpoint needs "
-                                                                 "could not be recorded");
+          throw DevicePoolError(Status::backend_error, where() +
+                                                           ": a fence guarding memory the checkpoint needs "
+                                                           "could not be recorded");
         }
         wait_.push_back(q.entries[i].fence);
       }

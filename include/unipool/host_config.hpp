@@ -31,10 +31,10 @@ enum class HostPinned : uint8_t {
 // Where a pool's memory stands with respect to pinning (HostPool, KVBlockPool).
 // C: unipool_pinning_state_t; Python: the to_string() text.
 enum class PinningState : uint8_t {
-  pageable,           // pinned=off
-  pageable_no_gpu,    // pinned asked, but no CUDA runtime with a device
-  pinned,             // every committed chunk so far is pinned
-  partially_pinned,   // best_effort and some registrations failed
+  pageable,          // pinned=off
+  pageable_no_gpu,   // pinned asked, but no CUDA runtime with a device
+  pinned,            // every committed chunk so far is pinned
+  partially_pinned,  // best_effort and some registrations failed
 };
 const char* to_string(PinningState s) noexcept;
 

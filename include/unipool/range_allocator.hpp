@@ -210,8 +210,8 @@ class RangeAllocator {
   std::vector<Node> nodes_;
   uint32_t unused_nodes_ = kNone;  // singly linked through Node::link.next
   uint32_t last_node_ = kNone;     // the range that ends at capacity_
-  uint32_t next_generation_ = 1;  // handles never repeat within 2^32 allocations;
-                                  // seeded from the tag, see deallocate()
+  uint32_t next_generation_ = 1;   // handles never repeat within 2^32 allocations;
+                                   // seeded from the tag, see deallocate()
   uint64_t top_mask_ = 0;        // bit g: some bin of group g is non-empty
   std::array<uint32_t, kGroupCount> leaf_mask_{};  // per group: bit i = bin (g, i) non-empty
   std::array<uint32_t, kBinCount> bin_head_;        // first free range of each bin

@@ -23,8 +23,8 @@ void fence_release(void* ctx, uint64_t) { ++static_cast<Fences*>(ctx)->released;
 // the test is about it).
 void* alloc(unipool_host_pool_t* pool, size_t size, size_t alignment = 0) {
   void* p = reinterpret_cast<void*>(0x1);
-  const unipool_status_t s = alignment == 0 ? unipool_host_alloc(pool, size, &p)
-                                            : unipool_host_alloc_aligned(pool, size, alignment, &p);
+  const unipool_status_t s =
+      alignment == 0 ? unipool_host_alloc(pool, size, &p) : unipool_host_alloc_aligned(pool, size, alignment, &p);
   EXPECT_EQ(s == UNIPOOL_OK, p != nullptr) << "*out and the status must agree";
   return p;
 }
@@ -161,7 +161,8 @@ TEST(HostCapi, StatsFillOnlyWhatTheCallersStructHolds) {
   ASSERT_EQ(unipool_host_stats(pool, st), UNIPOOL_OK);
   EXPECT_EQ(st->size, older);
   EXPECT_EQ(st->requested_bytes, full.requested_bytes);
-  for (size_t i = older; i < sizeof(buffer); ++i) ASSERT_EQ(buffer[i], 0xEE) << "wrote past the caller's struct at " << i;
+  for (size_t i = older; i < sizeof(buffer); ++i)
+    ASSERT_EQ(buffer[i], 0xEE) << "wrote past the caller's struct at " << i;
   st->size = 0;
   EXPECT_EQ(unipool_host_stats(pool, st), UNIPOOL_BAD_ARGUMENT);
   EXPECT_NE(std::string(unipool_last_error()).find("size"), std::string::npos) << unipool_last_error();

@@ -21,7 +21,6 @@
 namespace unipool::test {
 namespace {
 
-
 // Registrations the allocating threads made themselves.
 uint64_t inline_registrations(const HostPoolStats& st) { return st.pin_registrations - st.pin_thread_registrations; }
 

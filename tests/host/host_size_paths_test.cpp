@@ -180,8 +180,8 @@ TEST(HostPool, AlignmentsAboveASegmentAreServedAlignedAndFreed) {
         fill(last, edge, 5);
         EXPECT_TRUE(intact(p, edge, 3) || last == p);
         EXPECT_TRUE(intact(last, edge, 5));
-        EXPECT_EQ(pool.deallocate(p), Status::ok) << config << ": " << size << " / " << align << ": "
-                                            << HostPool::last_error();
+        EXPECT_EQ(pool.deallocate(p), Status::ok)
+            << config << ": " << size << " / " << align << ": " << HostPool::last_error();
       }
       EXPECT_VALID(pool);
     }

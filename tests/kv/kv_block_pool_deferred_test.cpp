@@ -18,7 +18,7 @@ TEST(KVBlockPoolDeferred, BlocksWaitForTheirFence) {
   expect_valid(pool);
   int64_t more[1];
   EXPECT_EQ(pool.allocate(1, more), Status::out_of_space);  // still in flight
-  EXPECT_EQ(pool.deallocate(ids, 1), Status::not_live);        // freeing it again is a double free
+  EXPECT_EQ(pool.deallocate(ids, 1), Status::not_live);     // freeing it again is a double free
   fences.complete(f);
   ASSERT_EQ(pool.allocate(2, ids), Status::ok);  // reclaimed on demand
   EXPECT_EQ(fences.outstanding(), 0u);

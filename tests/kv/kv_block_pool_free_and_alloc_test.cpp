@@ -28,8 +28,8 @@ TEST(KVBlockPoolFreeAndAlloc, FreedBlocksComeStraightBack) {
 TEST(KVBlockPoolFreeAndAlloc, OutMayBeTheIdsBeingFreed) {
   KVBlockPool pool(small_kv_options(256, 100));
   std::vector<int32_t> ids(40);
-  ASSERT_EQ(pool.allocate(40, ids.data()), Status::ok);    // 0..39
-  ASSERT_EQ(pool.deallocate(ids.data() + 10, 10), Status::ok);  // 10..19 free
+  ASSERT_EQ(pool.allocate(40, ids.data()), Status::ok);            // 0..39
+  ASSERT_EQ(pool.deallocate(ids.data() + 10, 10), Status::ok);     // 10..19 free
   std::vector<int32_t> batch(ids.begin() + 20, ids.begin() + 30);  // 20..29
   ASSERT_EQ(pool.deallocate_and_allocate(batch.data(), 10, 10, batch.data()), Status::ok);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(batch[i], 10 + i);  // the lowest free: 10..19

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "unipool/range_allocator.hpp"
-#include "unipool/status.hpp"
 #include "support/units.hpp"
 #include "support/valid.hpp"
+#include "unipool/range_allocator.hpp"
+#include "unipool/status.hpp"
 
 namespace unipool {
 

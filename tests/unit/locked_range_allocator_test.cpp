@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "support/units.hpp"
-#include "support/valid.hpp"
 #include "support/rng.hpp"
 #include "support/test_scale.hpp"
+#include "support/units.hpp"
+#include "support/valid.hpp"
 
 namespace unipool {
 namespace {

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "support/units.hpp"
-#include "support/valid.hpp"
 #include "support/range_model.hpp"
 #include "support/rng.hpp"
 #include "support/test_scale.hpp"
+#include "support/units.hpp"
+#include "support/valid.hpp"
 #include "unipool/range_allocator.hpp"
 
 namespace unipool {

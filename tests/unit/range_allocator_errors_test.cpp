@@ -204,7 +204,7 @@ TEST(RangeAllocatorErrors, ForeignAllocationIsRefused) {
   EXPECT_EQ(b.used_bytes(), 100u);
   EXPECT_EQ(b.allocation_size(victim.offset, victim.handle), 100u);
   EXPECT_VALID(b);
-  EXPECT_EQ(b.deallocate(x), Status::foreign);        // UNIPOOL_FOREIGN_CHECK
+  EXPECT_EQ(b.deallocate(x), Status::foreign);  // UNIPOOL_FOREIGN_CHECK
   EXPECT_EQ(b.allocation_size(x), 0u);          // UNIPOOL_FOREIGN_CHECK
   EXPECT_EQ(a.allocation_size(x), 100u);        // UNIPOOL_FOREIGN_CHECK
   // The raw form cannot see the tag, but the per-allocator first generation
@@ -224,7 +224,7 @@ TEST(RangeAllocatorErrors, FailedAllocationIsForeignToEveryAllocator) {  // UNIP
   const RangeAllocation failed = a.allocate(0);                           // UNIPOOL_FOREIGN_CHECK
   EXPECT_EQ(failed.owner, 0u);                                            // UNIPOOL_FOREIGN_CHECK
   EXPECT_NE(a.tag(), 0u);                                                 // UNIPOOL_FOREIGN_CHECK
-  EXPECT_EQ(a.deallocate(failed), Status::foreign);                             // UNIPOOL_FOREIGN_CHECK
+  EXPECT_EQ(a.deallocate(failed), Status::foreign);                       // UNIPOOL_FOREIGN_CHECK
   static_assert(sizeof(RangeAllocation) == 32);                           // UNIPOOL_FOREIGN_CHECK
 }                                                                         // UNIPOOL_FOREIGN_CHECK
 

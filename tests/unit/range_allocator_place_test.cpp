@@ -89,12 +89,12 @@ TEST_F(AllocateAtRefusals, EachMisuseHasItsStatusAndChangesNothing) {
   expect_refused(4 * kKiB, 0, Status::zero_size);
   expect_refused(4 * kKiB + 100, 512, Status::bad_alignment);
   expect_refused(0, 64 * kKiB + 1, Status::too_large);
-  expect_refused(63 * kKiB, 2 * kKiB, Status::bad_argument);   // runs past the end
+  expect_refused(63 * kKiB, 2 * kKiB, Status::bad_argument);  // runs past the end
   expect_refused(64 * kKiB, 512, Status::bad_argument);       // starts at the end
   expect_refused(2 * kKiB, 512, Status::out_of_space);        // inside a used range
-  expect_refused(8 * kKiB, 4 * kKiB, Status::out_of_space);    // exactly a used range
-  expect_refused(6 * kKiB, 4 * kKiB, Status::out_of_space);    // free head, used tail
-  expect_refused(4 * kKiB, 5 * kKiB, Status::out_of_space);    // straddles the used range
+  expect_refused(8 * kKiB, 4 * kKiB, Status::out_of_space);   // exactly a used range
+  expect_refused(6 * kKiB, 4 * kKiB, Status::out_of_space);   // free head, used tail
+  expect_refused(4 * kKiB, 5 * kKiB, Status::out_of_space);   // straddles the used range
   // The same range is fine once it is free.
   ASSERT_EQ(a.deallocate(b), Status::ok);
   const RangeAllocation r = a.allocate_at(6 * kKiB, 4 * kKiB);

@@ -90,12 +90,9 @@ INSTANTIATE_TEST_SUITE_P(
     Sizes, Uniform,
     ::testing::Values(
         // The brief's example: 2^20 + 17 in 64 kMiB holds 63.
-        UniformCase{"mib_plus_17_in_64mib", 64 * kMiB, kMiB + 17},
-        UniformCase{"size_3000_in_1mib", 1 * kMiB, 3000},
-        UniformCase{"size_4097_in_256kib", 256 * kKiB, 4097},
-        UniformCase{"size_1000003_in_64mib", 64 * kMiB, 1000003},
-        UniformCase{"size_17_in_1000", 1000, 17},
-        UniformCase{"three_slots", 100, 31},
+        UniformCase{"mib_plus_17_in_64mib", 64 * kMiB, kMiB + 17}, UniformCase{"size_3000_in_1mib", 1 * kMiB, 3000},
+        UniformCase{"size_4097_in_256kib", 256 * kKiB, 4097}, UniformCase{"size_1000003_in_64mib", 64 * kMiB, 1000003},
+        UniformCase{"size_17_in_1000", 1000, 17}, UniformCase{"three_slots", 100, 31},
         // A remainder (P mod s) that lands in the request's own bin.
         UniformCase{"remainder_in_own_bin", 10 * 1100 + 1050, 1100},
         // Pool alignment: the extent (4352, 70144) is what must not be a bin value.
@@ -105,8 +102,7 @@ INSTANTIATE_TEST_SUITE_P(
         UniformCase{"gib_plus_12345_in_1tib", uint64_t{1} << 40, (uint64_t{1} << 30) + 12345, 1, 8, 100},
         // Bounded scans: the remainder P mod s is the only range of the own
         // bin that does not fit, and it is never filed ahead of a hole of s.
-        UniformCase{"scan_limit_2", 1 * kMiB, 3000, 1, 2},
-        UniformCase{"scan_limit_1", 1 * kMiB, 3000, 1, 1},
+        UniformCase{"scan_limit_2", 1 * kMiB, 3000, 1, 2}, UniformCase{"scan_limit_1", 1 * kMiB, 3000, 1, 1},
         UniformCase{"scan_limit_1_remainder_in_own_bin", 10 * 1100 + 1050, 1100, 1, 1, 2000}),
     [](const ::testing::TestParamInfo<UniformCase>& info) { return std::string(info.param.name); });
 

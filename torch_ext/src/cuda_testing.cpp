@@ -71,9 +71,8 @@ MempoolId_t pool_id(uint64_t a, uint64_t b) { return {a, b}; }
 // Allocations, frees and statistics through torch's allocator pointer.
 void bind_calls(py::module_& t) {
   t.def("torch_allocator_name", [] { return cca::get() ? cca::get()->name() : std::string(); });
-  t.def("torch_get_allocator_is_unipool", [] {
-    return is_installed(cca::get()) && is_installed(c10::GetAllocator(c10::kCUDA));
-  });
+  t.def("torch_get_allocator_is_unipool",
+        [] { return is_installed(cca::get()) && is_installed(c10::GetAllocator(c10::kCUDA)); });
   t.def("cuda_allocate", [](size_t n) {
     c10::DataPtr p = cca::get()->allocate(n);
     const uint64_t address = reinterpret_cast<uint64_t>(p.get());
@@ -95,7 +94,8 @@ void bind_calls(py::module_& t) {
   t.def("cuda_reset_peak", [](int d) { cca::get()->resetPeakStats(static_cast<c10::DeviceIndex>(d)); });
   t.def("cuda_reset_accumulated", [](int d) { cca::get()->resetAccumulatedStats(static_cast<c10::DeviceIndex>(d)); });
   t.def("cuda_empty_cache", [] { cca::get()->emptyCache({0, 0}); });
-  t.def("cuda_set_memory_fraction", [](double f, int d) { cca::setMemoryFraction(f, static_cast<c10::DeviceIndex>(d)); });
+  t.def("cuda_set_memory_fraction",
+        [](double f, int d) { cca::setMemoryFraction(f, static_cast<c10::DeviceIndex>(d)); });
   t.def("cuda_get_memory_fraction", [](int d) { return cca::getMemoryFraction(static_cast<c10::DeviceIndex>(d)); });
   t.def("cuda_cache_info", [](int d) {
     size_t largest = 0;
@@ -111,35 +111,36 @@ void bind_calls(py::module_& t) {
 
 // Snapshots and private pools (MemPool, CUDA graphs).
 void bind_pools(py::module_& t) {
-  t.def("cuda_snapshot", [](uint64_t a, uint64_t b) {
-    const cca::SnapshotInfo s = cca::snapshot({a, b});
-    py::list segs;
-    for (const auto& seg : s.segments) {
-      py::list blocks;
-      for (const auto& bl : seg.blocks) {
-        blocks.append(py::dict(py::arg("size") = bl.size, py::arg("requested_size") = bl.requested_size,
-                               py::arg("allocated") = bl.allocated, py::arg("active") = bl.active));
-      }
-      segs.append(py::dict(py::arg("address") = seg.address, py::arg("total_size") = seg.total_size,
-                           py::arg("allocated_size") = seg.allocated_size, py::arg("is_large") = seg.is_large,
-                           py::arg("pool") = py::make_tuple(seg.owner_private_pool_id.first,
-                                                            seg.owner_private_pool_id.second),
-                           py::arg("blocks") = blocks));
-    }
-    return segs;
-  }, py::arg("pool0") = 0, py::arg("pool1") = 0);
+  t.def(
+      "cuda_snapshot",
+      [](uint64_t a, uint64_t b) {
+        const cca::SnapshotInfo s = cca::snapshot({a, b});
+        py::list segs;
+        for (const auto& seg : s.segments) {
+          py::list blocks;
+          for (const auto& bl : seg.blocks) {
+            blocks.append(py::dict(py::arg("size") = bl.size, py::arg("requested_size") = bl.requested_size,
+                                   py::arg("allocated") = bl.allocated, py::arg("active") = bl.active));
+          }
+          segs.append(py::dict(
+              py::arg("address") = seg.address, py::arg("total_size") = seg.total_size,
+              py::arg("allocated_size") = seg.allocated_size, py::arg("is_large") = seg.is_large,
+              py::arg("pool") = py::make_tuple(seg.owner_private_pool_id.first, seg.owner_private_pool_id.second),
+              py::arg("blocks") = blocks));
+        }
+        return segs;
+      },
+      py::arg("pool0") = 0, py::arg("pool1") = 0);
   t.def("cuda_pool_create", [](int d, uint64_t a, uint64_t b) {
     cca::createOrIncrefPool(static_cast<c10::DeviceIndex>(d), pool_id(a, b));
   });
   t.def("cuda_pool_begin", [](int d, uint64_t a, uint64_t b) {
     cca::beginAllocateToPool(static_cast<c10::DeviceIndex>(d), pool_id(a, b), [](cudaStream_t) { return true; });
   });
-  t.def("cuda_pool_end", [](int d, uint64_t a, uint64_t b) {
-    cca::endAllocateToPool(static_cast<c10::DeviceIndex>(d), pool_id(a, b));
-  });
-  t.def("cuda_pool_release", [](int d, uint64_t a, uint64_t b) {
-    cca::releasePool(static_cast<c10::DeviceIndex>(d), pool_id(a, b));
-  });
+  t.def("cuda_pool_end",
+        [](int d, uint64_t a, uint64_t b) { cca::endAllocateToPool(static_cast<c10::DeviceIndex>(d), pool_id(a, b)); });
+  t.def("cuda_pool_release",
+        [](int d, uint64_t a, uint64_t b) { cca::releasePool(static_cast<c10::DeviceIndex>(d), pool_id(a, b)); });
   t.def("cuda_pool_use_count", [](int d, uint64_t a, uint64_t b) {
     return cca::getPoolUseCount(static_cast<c10::DeviceIndex>(d), pool_id(a, b));
   });
@@ -149,10 +150,14 @@ void bind_pools(py::module_& t) {
     return cca::checkPoolLiveAllocations(static_cast<c10::DeviceIndex>(d), pool_id(a, b), expected);
   });
   t.def("cuda_call_unsupported", [](const std::string& method) {
-    if (method == "shareIpcHandle") cca::shareIpcHandle(nullptr);
-    else if (method == "recordHistory") cca::recordHistory(true, nullptr, 0, cca::RecordContext::ALL, false, {});
-    else if (method == "attachAllocatorTraceTracker") cca::attachAllocatorTraceTracker(nullptr);
-    else if (method == "setUseOnOOM") cca::setUseOnOOM(0, {1, 1}, true);
+    if (method == "shareIpcHandle")
+      cca::shareIpcHandle(nullptr);
+    else if (method == "recordHistory")
+      cca::recordHistory(true, nullptr, 0, cca::RecordContext::ALL, false, {});
+    else if (method == "attachAllocatorTraceTracker")
+      cca::attachAllocatorTraceTracker(nullptr);
+    else if (method == "setUseOnOOM")
+      cca::setUseOnOOM(0, {1, 1}, true);
   });
   t.def("cuda_pool_empty_cache", [](uint64_t a, uint64_t b) { cca::get()->emptyCache(pool_id(a, b)); });
   t.def("cuda_pool_validate", [](int d, uint64_t a, uint64_t b) {

@@ -116,7 +116,6 @@ void bind_host_tensors(py::module_& m) {
   m.def("host_validate", &host_validate);
   m.def("host_trim", [] { host_pool().trim(); });
   m.def("host_reset_peak_stats", [] { host_pool().reset_peak_stats(); });
-
 }
 
 void bind_host_tensors_testing(py::module_& t) {

@@ -107,8 +107,9 @@ void free_after(const py::object& obj, const py::object& ids_obj, int device, ui
     s = pool->deallocate(ids.data(), ids.size());
   } else {
     const FenceId f = fences->record(device, stream);
-    s = f == kNoFence ? pool->deallocate(ids.data(), ids.size())  // cannot fence: the caller's stream error surfaces in torch
-                      : pool->deallocate_after(ids.data(), ids.size(), *fences, f);
+    s = f == kNoFence
+            ? pool->deallocate(ids.data(), ids.size())  // cannot fence: the caller's stream error surfaces in torch
+            : pool->deallocate_after(ids.data(), ids.size(), *fences, f);
   }
   if (s != Status::ok) {
     raise_kv_error(s);

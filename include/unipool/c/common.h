@@ -29,10 +29,10 @@ const char* unipool_status_string(unipool_status_t status);
 /* Same values as unipool::PinningState (include/unipool/host_config.hpp):
  * where a pool's memory stands with respect to pinning. */
 typedef enum unipool_pinning_state {
-  UNIPOOL_PINNING_PAGEABLE = 0,         /* pinned=off */
-  UNIPOOL_PINNING_PAGEABLE_NO_GPU = 1,  /* pinning asked, no CUDA device */
-  UNIPOOL_PINNING_PINNED = 2,           /* every committed chunk is pinned */
-  UNIPOOL_PINNING_PARTIALLY_PINNED = 3  /* best_effort, some registrations failed */
+  UNIPOOL_PINNING_PAGEABLE = 0,        /* pinned=off */
+  UNIPOOL_PINNING_PAGEABLE_NO_GPU = 1, /* pinning asked, no CUDA device */
+  UNIPOOL_PINNING_PINNED = 2,          /* every committed chunk is pinned */
+  UNIPOOL_PINNING_PARTIALLY_PINNED = 3 /* best_effort, some registrations failed */
 } unipool_pinning_state_t;
 
 /* A static, human-readable description ("pinned", "pageable (pinned=off)"). */

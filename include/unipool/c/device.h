@@ -37,8 +37,7 @@ int unipool_device_count(unipool_device_pools_t* pools);
  * UNIPOOL_TOO_LARGE, UNIPOOL_OUT_OF_SPACE (out of memory),
  * UNIPOOL_BAD_ARGUMENT, UNIPOOL_BACKEND_ERROR (the backend failed for a
  * reason other than OOM). */
-unipool_status_t unipool_device_alloc(unipool_device_pools_t* pools, size_t size, int device, void* stream,
-                                      void** out);
+unipool_status_t unipool_device_alloc(unipool_device_pools_t* pools, size_t size, int device, void* stream, void** out);
 /* UNIPOOL_NOT_LIVE for a double free, a foreign or interior pointer. */
 unipool_status_t unipool_device_free(unipool_device_pools_t* pools, void* ptr);
 /* The same, looking on `device` first. */
