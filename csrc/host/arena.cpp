@@ -157,6 +157,47 @@ Status Arena::free(uint64_t offset, uint64_t handle) noexcept {
   return ranges_->deallocate(offset, handle);
 }
 
+// Pins the chunks of a growth at `start` in pieces of at most max_pin bytes
+// (whole chunks, at least one) and records each chunk's state. With
+// pinned=on a failure undoes the whole growth, uncommitted; with best_effort
+// the chunks that failed are served pageable and counted.
+Status Arena::pin_growth(char* start, uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta,
+                         Message* why) noexcept {
+  const uint64_t first = static_cast<uint64_t>(start - base_) / chunk_;
+  const uint64_t count = bytes / chunk_;
+  const uint64_t per_piece = settings.max_pin / chunk_ > 0 ? settings.max_pin / chunk_ : 1;
+  for (uint64_t c = 0; c < count; c += per_piece) {
+    const uint64_t n = count - c < per_piece ? count - c : per_piece;
+    char* piece = start + c * chunk_;
+    const BackendStatus pinned = settings.pinner->pin(piece, n * chunk_);
+    if (pinned.is_ok()) {
+      ++delta->registrations;
+      chunks_[first + c] = kRegistrationStart | kPinned;
+      for (uint64_t k = 1; k < n; ++k) chunks_[first + c + k] = kPinned;
+      continue;
+    }
+    ++delta->pin_failures;
+    if (settings.pinned == HostPinned::on) {
+      // Never hand out memory as pinned that is not: undo the whole growth.
+      for (uint64_t k = 0; k < c; ++k) {
+        if (chunks_[first + k] & kRegistrationStart) settings.pinner->unpin(start + k * chunk_);
+        chunks_[first + k] = kUncommitted;
+      }
+      backend::os::uncommit(start, bytes);
+      why->add("pinning ")
+          .add_dec(n * chunk_)
+          .add(" bytes at ")
+          .add_ptr(piece)
+          .add(" failed (pinned=on): ")
+          .add(pinned.message);
+      return Status::out_of_space;
+    }
+    for (uint64_t k = 0; k < n; ++k) chunks_[first + c + k] = kPinFailed;
+    delta->pageable_fallback += n * chunk_;
+  }
+  return Status::ok;
+}
+
 Status Arena::grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta, Message* why) noexcept {
   char* start = base_ + committed_end_;
   const backend::os::CommitResult committed = backend::os::commit(start, bytes, settings.commit);
@@ -168,39 +209,10 @@ Status Arena::grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* de
   if (committed.hugetlb_fallback) ++delta->hugetlb_fallbacks;
   const uint64_t first = committed_end_ / chunk_;
   const uint64_t count = bytes / chunk_;
-  uint8_t fresh = kPageable;
-  if (settings.pinner != nullptr) {
-    // Pin in pieces of at most max_pin bytes (whole chunks, at least one).
-    const uint64_t per_piece = settings.max_pin / chunk_ > 0 ? settings.max_pin / chunk_ : 1;
-    for (uint64_t c = 0; c < count; c += per_piece) {
-      const uint64_t n = count - c < per_piece ? count - c : per_piece;
-      char* piece = start + c * chunk_;
-      const BackendStatus pinned = settings.pinner->pin(piece, n * chunk_);
-      if (pinned.is_ok()) {
-        ++delta->registrations;
-        chunks_[first + c] = kRegistrationStart | kPinned;
-        for (uint64_t k = 1; k < n; ++k) chunks_[first + c + k] = kPinned;
-        continue;
-      }
-      ++delta->pin_failures;
-      if (settings.pinned == HostPinned::on) {
-        // Never hand out memory as pinned that is not: undo the whole growth.
-        for (uint64_t k = 0; k < c; ++k) {
-          if (chunks_[first + k] & kRegistrationStart) settings.pinner->unpin(start + k * chunk_);
-          chunks_[first + k] = kUncommitted;
-        }
-        backend::os::uncommit(start, bytes);
-        why->add("pinning ").add_dec(n * chunk_).add(" bytes at ").add_ptr(piece)
-            .add(" failed (pinned=on): ").add(pinned.message);
-        return Status::out_of_space;
-      }
-      for (uint64_t k = 0; k < n; ++k) chunks_[first + c + k] = kPinFailed;
-      delta->pageable_fallback += n * chunk_;
-    }
-    fresh = 0;
-  }
-  if (fresh != 0) {
-    for (uint64_t k = 0; k < count; ++k) chunks_[first + k] = fresh;
+  if (settings.pinner == nullptr) {
+    for (uint64_t k = 0; k < count; ++k) chunks_[first + k] = kPageable;
+  } else if (pin_growth(start, bytes, settings, delta, why) != Status::ok) {
+    return Status::out_of_space;
   }
   uint64_t newly_pinned = 0;
   for (uint64_t k = 0; k < count; ++k) {

@@ -156,6 +156,8 @@ class alignas(64) Arena {
 
   char* reserve_range(const ArenaSettings& settings) noexcept;
   Status grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta, Message* why) noexcept;
+  Status pin_growth(char* start, uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta,
+                    Message* why) noexcept;
   void recommit(uint64_t offset, uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta) noexcept;
   uint8_t state(uint64_t chunk) const noexcept { return chunks_[chunk] & kStateMask; }
   void set_state(uint64_t chunk, uint8_t s) noexcept {

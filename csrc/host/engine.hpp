@@ -231,6 +231,9 @@ class Engine {
 
   // ---- huge (engine_huge.cpp) ----
   void* allocate_huge(size_t size, size_t alignment, bool internal, bool* fresh = nullptr) noexcept;
+  bool take_cached_huge(uint64_t bytes, uint64_t align, HugeEntry* e) noexcept;
+  bool map_new_huge(size_t size, uint64_t bytes, uint64_t align, HugeEntry* e) noexcept;
+  bool pin_huge(HugeEntry* e) noexcept;
   Status free_huge(void* p) noexcept;
   void unmap_huge(char* base, uint64_t bytes, bool pinned) noexcept;
   // A new committed mapping of `bytes` (for a request of `size`), counted;

@@ -1,5 +1,5 @@
 // unipool host: huge blocks, each its own mapping, returned to the OS on free
-// except for a few kept in a cache (seed 001's BigCache) so that a workload
+// except for a few kept in a cache so that a workload
 // that frees and re-allocates big buffers does not fault every page again.
 #include <cerrno>
 #include <cstring>
@@ -66,6 +66,85 @@ char* Engine::map_huge(size_t size, uint64_t bytes, uint64_t align, bool interna
   return base;
 }
 
+// The smallest cached mapping that fits without wasting over a quarter,
+// taken out of the cache into `e`; false when none does.
+bool Engine::take_cached_huge(uint64_t bytes, uint64_t align, HugeEntry* e) noexcept {
+  LockGuard lock(huge_lock_);
+  uint32_t best = kMaxHugeCache;
+  for (uint32_t i = 0; i < huge_cache_count_; ++i) {
+    const CachedMapping& m = huge_cache_[i];
+    if (m.bytes >= bytes && m.bytes - bytes <= bytes / 4 && reinterpret_cast<uintptr_t>(m.base) % align == 0 &&
+        (best == kMaxHugeCache || m.bytes < huge_cache_[best].bytes)) {
+      best = i;
+    }
+  }
+  if (best == kMaxHugeCache) return false;
+  const CachedMapping& m = huge_cache_[best];
+  e->ptr = reinterpret_cast<uintptr_t>(m.base);
+  e->map_bytes = m.bytes;
+  e->pinned = m.pinned;
+  e->pin_failed = m.pin_failed;
+  huge_cache_bytes_ -= m.bytes;
+  for (uint32_t i = best + 1; i < huge_cache_count_; ++i) huge_cache_[i - 1] = huge_cache_[i];
+  --huge_cache_count_;
+  huge_hits_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+// Registers a new mapping in pieces of at most max_pin bytes. A failure
+// undoes the pieces done; with pinned=on it also unmaps and fails the call
+// (false), with best_effort the mapping is served pageable and counted.
+bool Engine::pin_huge(HugeEntry* e) noexcept {
+  char* base = reinterpret_cast<char*>(e->ptr);
+  uint64_t done = 0;
+  const char* error = nullptr;
+  for (; done < e->map_bytes; done += config_.max_pin) {
+    const uint64_t n = e->map_bytes - done < config_.max_pin ? e->map_bytes - done : config_.max_pin;
+    const BackendStatus st = pinner_->pin(base + done, n);
+    if (!st.is_ok()) {
+      error = st.message;
+      break;
+    }
+    registrations_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (error == nullptr) {
+    e->pinned = true;
+    pinned_.add(static_cast<int64_t>(e->map_bytes));
+    return true;
+  }
+  pin_failures_.fetch_add(1, std::memory_order_relaxed);
+  for (uint64_t off = 0; off < done; off += config_.max_pin) pinner_->unpin(base + off);
+  if (config_.pinned == HostPinned::on) {
+    unmap_huge(base, e->map_bytes, false);
+    fail(Status::out_of_space, Message{}
+                                   .add("unipool host pool: pinning ")
+                                   .add_dec(e->map_bytes)
+                                   .add(" bytes failed (pinned=on): ")
+                                   .add(error));
+    return false;
+  }
+  pageable_bytes_.fetch_add(e->map_bytes, std::memory_order_relaxed);
+  e->pin_failed = true;
+  return true;
+}
+
+// A new mapping for `e`, pinned as the pool is configured.
+bool Engine::map_new_huge(size_t size, uint64_t bytes, uint64_t align, HugeEntry* e) noexcept {
+  // With a limit, checking the headroom and counting the mapping are one
+  // step, as for arenas. Not for the pool's own requests: they may come
+  // while this thread holds the lock (the CUDA runtime inside a growth).
+  const bool serial = config_.limit != 0 && !e->internal;
+  if (serial) setup_lock_.lock();
+  char* base = map_huge(size, bytes, align, e->internal);
+  if (serial) setup_lock_.unlock();
+  if (base == nullptr) return false;
+  e->ptr = reinterpret_cast<uintptr_t>(base);
+  e->map_bytes = bytes;
+  if (e->internal) return true;
+  huge_misses_.fetch_add(1, std::memory_order_relaxed);
+  return !pin_available_ || pin_huge(e);
+}
+
 void* Engine::allocate_huge(size_t size, size_t alignment, bool internal, bool* fresh) noexcept {
   const uint64_t granule = config_.huge_pages == HostHugePages::hugetlb && !internal ? kHugeTlbPage
                                                                                     : backend::os::page_size();
@@ -79,94 +158,24 @@ void* Engine::allocate_huge(size_t size, size_t alignment, bool internal, bool* 
       return nullptr;
     }
   }
-  char* base = nullptr;
-  uint64_t map_bytes = 0;
-  bool from_cache = false;  // a cached mapping holds what its last user wrote
-  bool pinned = false;
-  bool pin_failed = false;
-  if (!internal) {
-    // The smallest cached mapping that fits without wasting over a quarter.
-    LockGuard lock(huge_lock_);
-    uint32_t best = kMaxHugeCache;
-    for (uint32_t i = 0; i < huge_cache_count_; ++i) {
-      const CachedMapping& m = huge_cache_[i];
-      if (m.bytes >= bytes && m.bytes - bytes <= bytes / 4 && reinterpret_cast<uintptr_t>(m.base) % align == 0 &&
-          (best == kMaxHugeCache || m.bytes < huge_cache_[best].bytes)) {
-        best = i;
-      }
-    }
-    if (best != kMaxHugeCache) {
-      base = huge_cache_[best].base;
-      map_bytes = huge_cache_[best].bytes;
-      pinned = huge_cache_[best].pinned;
-      pin_failed = huge_cache_[best].pin_failed;
-      huge_cache_bytes_ -= map_bytes;
-      for (uint32_t i = best + 1; i < huge_cache_count_; ++i) huge_cache_[i - 1] = huge_cache_[i];
-      --huge_cache_count_;
-      huge_hits_.fetch_add(1, std::memory_order_relaxed);
-      from_cache = true;
-    }
-  }
-  if (base == nullptr) {
-    // With a limit, checking the headroom and counting the mapping are one
-    // step, as for arenas. Not for the pool's own requests: they may come
-    // while this thread holds the lock (the CUDA runtime inside a growth).
-    const bool serial = config_.limit != 0 && !internal;
-    if (serial) setup_lock_.lock();
-    base = map_huge(size, bytes, align, internal);
-    if (serial) setup_lock_.unlock();
-    if (base == nullptr) return nullptr;
-    map_bytes = bytes;
-    if (!internal) huge_misses_.fetch_add(1, std::memory_order_relaxed);
-    if (!internal && pin_available_) {
-      // Registered in pieces of at most max_pin bytes.
-      uint64_t done = 0;
-      const char* error = nullptr;
-      for (; done < map_bytes; done += config_.max_pin) {
-        const uint64_t n = map_bytes - done < config_.max_pin ? map_bytes - done : config_.max_pin;
-        const BackendStatus st = pinner_->pin(base + done, n);
-        if (!st.is_ok()) {
-          error = st.message;
-          break;
-        }
-        registrations_.fetch_add(1, std::memory_order_relaxed);
-      }
-      if (error == nullptr) {
-        pinned = true;
-        pinned_.add(static_cast<int64_t>(map_bytes));
-      } else {
-        pin_failures_.fetch_add(1, std::memory_order_relaxed);
-        for (uint64_t off = 0; off < done; off += config_.max_pin) pinner_->unpin(base + off);
-        if (config_.pinned == HostPinned::on) {
-          unmap_huge(base, map_bytes, false);
-          fail(Status::out_of_space, Message{}.add("unipool host pool: pinning ").add_dec(map_bytes)
-                                         .add(" bytes failed (pinned=on): ").add(error));
-          return nullptr;
-        }
-        pageable_bytes_.fetch_add(map_bytes, std::memory_order_relaxed);
-        pin_failed = true;
-      }
-    }
-  }
   HugeEntry entry;
-  entry.ptr = reinterpret_cast<uintptr_t>(base);
-  entry.map_bytes = map_bytes;
   entry.requested = size;
-  entry.pinned = pinned;
   entry.internal = internal;
-  entry.pin_failed = pin_failed;
+  // A cached mapping holds what its last user wrote: not fresh.
+  const bool from_cache = !internal && take_cached_huge(bytes, align, &entry);
+  if (!from_cache && !map_new_huge(size, bytes, align, &entry)) return nullptr;
   {
     LockGuard lock(huge_lock_);
     if (huge_.insert(entry)) {
       huge_count_.fetch_add(1, std::memory_order_relaxed);
       requested_.add(static_cast<int64_t>(size));
-      allocated_.add(static_cast<int64_t>(map_bytes));
+      allocated_.add(static_cast<int64_t>(entry.map_bytes));
       if (fresh != nullptr) *fresh = !from_cache;
-      return base;
+      return reinterpret_cast<void*>(entry.ptr);
     }
   }
-  if (pin_failed) pageable_bytes_.fetch_sub(map_bytes, std::memory_order_relaxed);
-  unmap_huge(base, map_bytes, pinned);
+  if (entry.pin_failed) pageable_bytes_.fetch_sub(entry.map_bytes, std::memory_order_relaxed);
+  unmap_huge(reinterpret_cast<char*>(entry.ptr), entry.map_bytes, entry.pinned);
   fail(Status::out_of_space, "unipool host pool: no memory for the huge block table");
   return nullptr;
 }
