@@ -197,7 +197,7 @@ def kv_tables(d) -> str:
          row("from C++, `free_and_alloc`", cpp["hot_free_and_alloc_ns_per_batch"]),
          row("from C++, scattered batch, `free_and_alloc`", cpp["scattered_free_and_alloc_ns_per_batch"]),
          row("one empty Python call into the extension, pybind11 (`unipool._testing.noop`)", pyb),
-         row("one empty vectorcall method on the pool (`pool._noop`)", vec)])
+         row("one empty vectorcall method (`unipool._testing.EmptyMethods().noop`)", vec)])
     return pinned + "\n\n" + costs
 
 

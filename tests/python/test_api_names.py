@@ -164,4 +164,5 @@ def test_test_hooks_live_only_in_unipool_testing():
     assert out[0] == "False", "import unipool must not import the test hooks"
     assert out[1] == "[]", "test hooks left in the production module"
     import unipool._testing as hooks
-    assert callable(hooks.noop) and callable(hooks.host_owns)
+    assert callable(hooks.noop) and callable(hooks.host_owns) and hooks.EmptyMethods().noop() is None
+    assert not any(n.startswith("_noop") for n in dir(unipool.KVBlockPool)), "a test hook on a production type"

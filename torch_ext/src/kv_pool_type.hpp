@@ -17,6 +17,9 @@ namespace unipool::torch_ext {
 std::shared_ptr<KVBlockPool> kv_pool_of(PyObject* obj);
 // Adds _KVCore, KVPoolExhaustedError and KVDoubleFreeError to the module.
 bool add_kv_core_type(PyObject* module);
+// Adds EmptyMethods (an empty vectorcall method, a benchmark reference) to
+// the module unipool._testing.
+bool add_empty_methods_type(PyObject* module);
 // Reads block ids (1-D int64/int32 CPU tensor, list or tuple of ints) into v.
 bool read_ids(PyObject* ids, std::vector<int64_t>& v);
 // Raises the KV pool error that `s` stands for, with last_error().
