@@ -22,3 +22,4 @@ run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G Ninja
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/consumer_shared)
 run(${WORK_DIR}/build/consumer_static)
+run(${WORK_DIR}/build/consumer_c)
