@@ -107,11 +107,11 @@ def offset_util_targets(d) -> str:
 def offset_util_tables(stdout: str) -> str:
     """The markdown tables of offset_util's stdout, one heading level down,
     without its progress lines and its header (the run's settings)."""
-    body = stdout.split("\n## ", 1)[1].split("\n# ", 1)[0]  # first table .. before the seed-format tables
+    body = stdout.split("\n## ", 1)[1].split("\n# ", 1)[0]  # first table .. before --mooncake-format's tables
     lines = [l for l in ("## " + body).splitlines() if not l.startswith("[")]
     text = "\n".join("#" + l if l.startswith("## ") else l for l in lines)
-    # Older outputs name the low percentiles after another benchmark's.
-    text = text.replace(' (the seed\'s "p99" / "p90", the low tail)', " (the low tail)")
+    # Older outputs also give the low percentiles allocator_bench's names.
+    text = re.sub(r' \([^()]*"p99" / "p90", the low tail\)', " (the low tail)", text)
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
@@ -315,7 +315,7 @@ def host_results(stdout: str) -> str:
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
     text = "\n".join("#" + l if l.startswith("## ") else l for l in lines)
-    text = re.sub(r"^(### Targets) \(issue \d+\)$", r"\1", text, flags=re.M)  # older outputs' heading
+    text = re.sub(r"^(### Targets) \([^()]*\)$", r"\1", text, flags=re.M)  # older outputs' heading
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 

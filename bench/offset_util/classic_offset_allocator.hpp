@@ -1,4 +1,5 @@
-// offset_util: the classic O(1) offset allocator, the seed's peer.
+// offset_util: the classic O(1) offset allocator, the peer unipool's range
+// allocator is measured against.
 //
 // Written for this benchmark from the published description of
 // sebbbi/OffsetAllocator (and Mooncake's 64-bit variant of it); no code is

@@ -1,4 +1,4 @@
-// offset_util: the seed's driver loop (Mooncake allocator_bench's helper),
+// offset_util: the driver loop of Mooncake allocator_bench's helper,
 // templated over the policy so every policy runs the identical, inlined loop.
 //
 // allocate(size): try to allocate; on success record (handle, requested

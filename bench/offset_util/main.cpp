@@ -1,9 +1,9 @@
-// offset_util: seed 000's range-allocator benchmark (Mooncake allocator_bench)
+// offset_util: the range-allocator benchmark of Mooncake's allocator_bench,
 // for unipool's RangeAllocator against the classic OffsetAllocator policies.
 //
 //   offset_util [--quick] [--json FILE] [--policy NAME]... [--workload W]...
 //               [--size N]... [--seed N] [--calls N] [--repeat N] [--check]
-//               [--seed-format]
+//               [--mooncake-format]
 //
 // Tables go to stdout, progress to stderr.
 #include <algorithm>
@@ -84,13 +84,13 @@ std::vector<R> run_repeated(const std::vector<PolicySpec>& policies, uint32_t re
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"offset_util: range-allocator utilization benchmark (seed 000, Mooncake allocator_bench)"};
+  CLI::App app{"offset_util: range-allocator utilization benchmark (Mooncake allocator_bench's workloads)"};
   RunConfig cfg;
   std::string json_path;
   std::vector<std::string> policy_filter, workload_filter;
   std::vector<uint64_t> size_filter;
   uint64_t calls = 0;
-  bool seed_format = false;
+  bool mooncake_format = false;
   app.add_flag("--quick", cfg.quick, "reduced counts for a smoke run (a few seconds)");
   app.add_option("--json", json_path, "write the results as JSON to FILE");
   app.add_option("--policy", policy_filter,
@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
   app.add_option("--fit-scan-limit", fit_scan_limit,
                  "unipool: RangeAllocatorOptions::fit_scan_limit (default: the library's)");
   app.add_flag("--check", cfg.check, "validate each allocator's invariants after every run");
-  app.add_flag("--seed-format", seed_format, "also print the seed's per-policy tables");
+  app.add_flag("--mooncake-format", mooncake_format,
+               "also print per-policy tables in the layout of Mooncake allocator_bench's results");
   CLI11_PARSE(app, argc, argv);
 
   if (cfg.quick) {
@@ -204,7 +205,7 @@ int main(int argc, char** argv) {
   }
 
   print_targets(out, results);
-  if (seed_format) print_seed_format(out, results, lists, policies);
+  if (mooncake_format) print_mooncake_format(out, results, lists, policies);
   char total[64];
   std::snprintf(total, sizeof total, "%.1f", seconds_since(t0));
   out << "Total time: " << total << " s\n";

@@ -8,8 +8,8 @@
 //
 //   unipool      unipool::RangeAllocator (exact sizes, own-bin best fit)
 //   bin-roundup  the classic allocator, every request rounded up to its bin
-//                value (the seed's "optimized" OffsetAllocator)
-//   exact        the classic allocator with exact sizes (the seed's original)
+//                value (Mooncake's "after optimization" OffsetAllocator)
+//   exact        the classic allocator with exact sizes (Mooncake's "before")
 #pragma once
 
 #include <algorithm>

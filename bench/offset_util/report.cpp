@@ -30,7 +30,7 @@ std::string bytes(uint64_t v) {
   return std::to_string(v) + " B";
 }
 
-// The seed's number style: ostream defaults (6 significant digits).
+// allocator_bench's number style: ostream defaults (6 significant digits).
 std::string plain(double v) {
   std::ostringstream s;
   s << v;
@@ -104,7 +104,7 @@ std::string label(const std::string& policy, uint64_t align) {
 }  // namespace
 
 void print_header(std::ostream& out, const RunConfig& cfg, const std::vector<PolicySpec>& policies) {
-  out << "# offset_util: range-allocator utilization (seed 000, Mooncake allocator_bench)\n\n";
+  out << "# offset_util: range-allocator utilization (Mooncake allocator_bench's workloads)\n\n";
   out << "- mode: " << (cfg.quick ? "quick (reduced counts, smoke test)" : "full") << ", seed "
       << cfg.seed << (cfg.check ? ", allocator validated after every run" : "") << "\n";
   out << "- policies:";
@@ -112,8 +112,8 @@ void print_header(std::ostream& out, const RunConfig& cfg, const std::vector<Pol
   out << "\n";
   out << "  - unipool: unipool::RangeAllocator, exact sizes (@256: alignment 256)\n";
   out << "  - bin-roundup: classic OffsetAllocator, requests rounded up to the 3-bit-mantissa bin"
-         " (the seed's optimized policy)\n";
-  out << "  - exact: classic OffsetAllocator, exact sizes (the seed's original policy)\n";
+         " (Mooncake's \"after optimization\")\n";
+  out << "  - exact: classic OffsetAllocator, exact sizes (Mooncake's \"before optimization\")\n";
   out << "- util = requested bytes of live objects / pool; ns = whole measured loop per call "
          "(evictions and sampling included), fastest of "
       << cfg.repeat << " run(s) per policy, run round-robin (util is deterministic)\n";
@@ -225,10 +225,10 @@ void print_pair(std::ostream& out, const Results& results, const RunConfig& cfg)
   t.print(out);
 }
 
-void print_seed_format(std::ostream& out, const Results& results,
-                       const std::vector<SizeList>& lists, const std::vector<PolicySpec>& policies) {
-  out << "# Seed-format tables\n\n";
-  // The seed's three sections: pow2; pow2 -/+ 17; x0.9 / x1.1.
+void print_mooncake_format(std::ostream& out, const Results& results, const std::vector<SizeList>& lists,
+                           const std::vector<PolicySpec>& policies) {
+  out << "# Tables in the layout of Mooncake allocator_bench's results\n\n";
+  // Its three uniform sections: pow2; pow2 -/+ 17; x0.9 / x1.1.
   const std::vector<std::pair<std::string, std::vector<std::string>>> sections = {
       {"Uniform size, size equals power of 2", {"pow2"}},
       {"Uniform size, size equals power of 2 +/- 17", {"pow2-17", "pow2+17"}},

@@ -30,11 +30,12 @@ void print_random(std::ostream& out, const Results& results, const RunConfig& cf
 void print_paired(std::ostream& out, const Results& results, const RunConfig& cfg);
 void print_pair(std::ostream& out, const Results& results, const RunConfig& cfg);
 
-// The seed's own layout: one table per policy and seed section.
-void print_seed_format(std::ostream& out, const Results& results,
-                       const std::vector<SizeList>& lists, const std::vector<PolicySpec>& policies);
+// Mooncake allocator_bench's layout: one table per policy and section of its
+// results page.
+void print_mooncake_format(std::ostream& out, const Results& results, const std::vector<SizeList>& lists,
+                           const std::vector<PolicySpec>& policies);
 
-// unipool (align 1) against the targets of the issue; PASS / MISS lines.
+// unipool (align 1) against the benchmark's targets; PASS / MISS lines.
 void print_targets(std::ostream& out, const Results& results);
 
 // {"uniform": [...], "random": [...], "paired": [...], "pair": [...]}

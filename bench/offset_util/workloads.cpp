@@ -1,7 +1,8 @@
 // offset_util: the workload loops. Every loop is a template over the policy
 // (instantiated once per policy through with_policy), so all policies run the
-// same code around their allocate/free calls. Timings cover what the seed's
-// timings cover: the whole measured loop, evictions and sampling included.
+// same code around their allocate/free calls. Timings cover what
+// allocator_bench's timings cover: the whole measured loop, evictions and
+// sampling included.
 #include "workloads.hpp"
 
 #include <algorithm>
@@ -34,7 +35,7 @@ void check_or_throw(const Policy& policy, uint64_t requested, const RunConfig& c
   if (!policy.check(requested, &why)) throw std::runtime_error(what + ": check failed: " + why);
 }
 
-// Percentiles as the seed takes them: the value at index n*q of the sorted
+// Percentiles as allocator_bench takes them: the value at index n*q of the sorted
 // samples (so "p1" is the low tail).
 struct Spread {
   double min = 0, p1 = 0, p10 = 0, p50 = 0, max = 0, avg = 0;
@@ -275,7 +276,7 @@ UniformResult run_uniform(const PolicySpec& spec, const std::string& list, uint6
 }
 
 RandomResult run_random(const PolicySpec& spec, const RunConfig& cfg) {
-  // Expect about pool / mean size live objects, not the seed's pool / min.
+  // Expect about pool / mean size live objects, not allocator_bench's pool / min.
   const uint64_t expected = cfg.random_pool / ((cfg.random_min + cfg.random_max) / 2) + 1024;
   return labelled(with_policy(spec, cfg.random_pool, expected,
                               [&](auto& policy) { return random_loop(policy, cfg); }),

@@ -1,6 +1,5 @@
-// offset_util: the workloads of seed 000 (Mooncake allocator_bench), see
-// /work/shared/WORKLOADS.md section 1, plus an allocator-only alloc/free pair
-// loop. Each run builds a fresh policy and fresh random engines from the same
+// offset_util: the workloads of Mooncake's allocator_bench, plus an
+// allocator-only alloc/free pair loop. Each run builds a fresh policy and fresh random engines from the same
 // seed, so every policy sees the same request stream.
 #pragma once
 
@@ -49,7 +48,7 @@ struct RunConfig {
   uint64_t pair_max = uint64_t{1} << 18;
 };
 
-// One of the seed's uniform size lists: base sizes 32, 128, ... below 2^26.
+// One of allocator_bench's uniform size lists: base sizes 32, 128, ... below 2^26.
 struct SizeList {
   std::string name;   // "pow2", "pow2-17", "pow2+17", "x0.9", "x1.1"
   std::string title;  // for the table heading
