@@ -2,7 +2,8 @@
 
 namespace host_bench {
 
-// The first eleven keys are the contract of issue 3; the rest explain them.
+// The first eleven keys are the record's contract (check_host_json.py requires
+// them); the rest explain them.
 nlohmann::json to_json(const CellResult& r) {
   return {
       {"allocator", r.allocator},

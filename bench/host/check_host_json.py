@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Smoke check of unipool_host_bench (ctest host_bench_quick): runs it with
---json, then checks that every record has the keys of issue 3 with sane
+--json, then checks that every record has the eleven contract keys with sane
 values, and that every workload has a result for unipool and for glibc at
 every thread count asked. Timings are printed by the benchmark, never judged.
 

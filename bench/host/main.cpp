@@ -1,5 +1,5 @@
 // host_bench: unipool against glibc, mimalloc, jemalloc and tcmalloc on the
-// host workloads of shared/WORKLOADS.md sections 2-5 (docs/host_benchmarks.md).
+// host workloads described in docs/host_benchmarks.md.
 //
 //   unipool_host_bench                  # full matrix, ~10 minutes
 //   unipool_host_bench --quick          # CI smoke, a few seconds

@@ -27,7 +27,7 @@ std::vector<Peer> default_peers(const std::map<std::string, std::string>& overri
 // unipool with each thread-cache policy: "unipool:unlimited", ...
 std::vector<Peer> unipool_policy_peers(const Peer& unipool);
 
-// The thread-cache policies of section 4, in report order.
+// The thread-cache policies of the rpmalloc_random study, in report order.
 const std::vector<std::string>& thread_cache_policies();
 
 }  // namespace host_bench

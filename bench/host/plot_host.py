@@ -6,7 +6,7 @@
 writes
   host_throughput.png   ops/s relative to glibc, per workload and thread count
   host_latency.png      p99 alloc and free latency per workload (1 thread)
-  host_threadcache.png  section 4: ops per CPU-second and RSS / requested (over
+  host_threadcache.png  the thread-cache study: ops per CPU-second and RSS / requested (over
                         the concurrent peak, and over the threads' own peaks
                         summed) by thread count, for every unipool thread-cache
                         policy and the peers
@@ -124,7 +124,7 @@ def plot_threadcache(rows, out):
     for ax in (ax1, ax2, ax3):
         ax.set_xticks(sorted({r["threads"] for r in study}))
         ax.legend(fontsize=7)
-    fig.suptitle("bench/host rpmalloc_random: thread-cache policies (section 4)")
+    fig.suptitle("bench/host rpmalloc_random: thread-cache policies")
     fig.tight_layout()
     fig.savefig(os.path.join(out, "host_threadcache.png"), dpi=110)
     plt.close(fig)

@@ -72,7 +72,8 @@ void print_general(std::ostream& out, const std::vector<CellResult>& rs, const s
   }
 }
 
-// Section 4 reports work per CPU-second and memory per requested byte.
+// The thread-cache study reports work per CPU-second and memory per requested
+// byte.
 void print_thread_cache_study(std::ostream& out, const std::vector<CellResult>& rs, const std::string& workload) {
   out << "| allocator | threads | Mops/s | Mops/CPU-s | vs glibc | vs mimalloc | peak RSS MiB | peak requested MiB "
          "| RSS/requested | RSS/thread peaks | page faults | alloc p99 ns | free p99 ns | CPU share |\n"

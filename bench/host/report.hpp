@@ -1,5 +1,5 @@
 // host_bench: markdown tables on stdout, ratios to glibc and mimalloc, the
-// issue's targets, and the --json document.
+// benchmark's targets, and the --json document.
 #pragma once
 
 #include <iosfwd>
@@ -19,10 +19,10 @@ struct ReportContext {
 };
 
 void print_header(std::ostream& out, const ReportContext& ctx);
-// One table per workload; rpmalloc_random gets the section-4 columns.
+// One table per workload; rpmalloc_random gets the thread-cache study's columns.
 void print_tables(std::ostream& out, const std::vector<CellResult>& results,
                   const std::vector<std::string>& workloads);
-// PASS / MISS for every target of issue 3 that the results cover.
+// PASS / MISS for every target (docs/host_benchmarks.md) that the results cover.
 void print_targets(std::ostream& out, const std::vector<CellResult>& results);
 
 nlohmann::json to_json(const std::vector<CellResult>& results);

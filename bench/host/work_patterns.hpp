@@ -45,7 +45,7 @@ struct ScatterParams {
 };
 std::unique_ptr<ThreadWork> make_scatter_work(const ScatterParams& p, uint64_t seed);
 
-// seed 004's mid-range loop: each cycle picks a random slot of a small
+// mid_mt's mid-range loop: each cycle picks a random slot of a small
 // working set; a full slot is freed, an empty one gets a new block.
 struct ToggleParams {
   uint32_t slots;

@@ -1,4 +1,4 @@
-// seed 004's mid-range loop: free a full slot, fill an empty one.
+// mid_mt's mid-range loop: free a full slot, fill an empty one.
 #include <vector>
 
 #include "work_patterns.hpp"

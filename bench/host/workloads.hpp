@@ -1,4 +1,5 @@
-// host_bench: the workloads of shared/WORKLOADS.md sections 2 to 5.
+// host_bench: the workloads (request-loop churn, short-lived large buffers,
+// the rpmalloc_random thread-cache study, mid_mt).
 //
 // Each thread builds its own ThreadWork (slot tables, pre-drawn sizes) before
 // the clock starts, then run() performs every allocator call of the workload

@@ -1,6 +1,6 @@
 # The device pool (csrc/device/) and the simulated device backend it is tested
 # on (csrc/backend/sim/, plain C++: listed here so the backend layer's own
-# list stays the CUDA engineers').
+# list holds only the CUDA backends).
 list(APPEND UNIPOOL_SOURCES
   backend/sim/sim_backend.cpp
   device/backend_factory.cpp

@@ -15,7 +15,7 @@ class Message {
  public:
   // Only the first byte is cleared: the allocation paths build one or two
   // per call and fill them only on failure (clearing all 256 bytes of each
-  // was ~3% of hakmem_mixed's profile: docs/host_benchmarks.md, round 4).
+  // was ~3% of hakmem_mixed's profile under perf).
   Message() noexcept { text_[0] = '\0'; }
   Message(const Message& other) noexcept : size_(other.size_) { copy_text(other); }
   Message& operator=(const Message& other) noexcept {

@@ -80,8 +80,9 @@ struct HostPoolConfig {
   uint64_t middle_max = uint64_t{32} << 10;
   // Requests above this get their own mapping, returned to the OS on free.
   uint64_t huge_threshold = uint64_t{32} << 20;
-  // Recently freed huge mappings kept for reuse (seed 001's BigCache): at
-  // most this many, and at most huge_cache_bytes in all.
+  // Recently freed huge mappings kept for reuse (a cache of whole mappings,
+  // so a buffer freed and asked for again skips mmap): at most this many, and
+  // at most huge_cache_bytes in all.
   uint32_t huge_cache = 8;
   uint64_t huge_cache_bytes = uint64_t{1} << 30;
   // Free committed arena bytes kept before whole free chunks are decommitted

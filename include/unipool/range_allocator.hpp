@@ -16,8 +16,9 @@
 //    The classic policy only searches bins whose every range fits, so a freed
 //    block of a non-bin size is never reused for its own size (~2/3 util).
 //  * Otherwise the first non-empty bin above is taken, again best fit among a
-//    bounded number of entries. Sizes are never rounded to bin values (the
-//    seed's fix for the 2/3 problem, which caps near 8/9 instead).
+//    bounded number of entries. Sizes are never rounded to bin values
+//    (Mooncake's OffsetAllocator rounds them up to fix the 2/3 problem, which
+//    caps utilization near 8/9 instead).
 //
 // Thread safety: none; see LockedRangeAllocator for a mutex-guarded wrapper.
 #pragma once

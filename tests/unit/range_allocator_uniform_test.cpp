@@ -89,7 +89,7 @@ TEST_P(Uniform, HoldsFloorOfPoolOverSizeUnderEvictions) {
 INSTANTIATE_TEST_SUITE_P(
     Sizes, Uniform,
     ::testing::Values(
-        // The brief's example: 2^20 + 17 in 64 kMiB holds 63.
+        // 2^20 + 17 in 64 MiB holds 63 (64 MiB / (1 MiB + 17) = 63.99...).
         UniformCase{"mib_plus_17_in_64mib", 64 * kMiB, kMiB + 17}, UniformCase{"size_3000_in_1mib", 1 * kMiB, 3000},
         UniformCase{"size_4097_in_256kib", 256 * kKiB, 4097}, UniformCase{"size_1000003_in_64mib", 64 * kMiB, 1000003},
         UniformCase{"size_17_in_1000", 1000, 17}, UniformCase{"three_slots", 100, 31},
