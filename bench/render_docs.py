@@ -13,8 +13,9 @@ nothing and fails if a page differs from what the results give.
 
 Results read (missing ones leave their sections as they are, with a note):
   offset_util.json, offset_util.txt (stdout)   docs/benchmarks.md, docs/offset_util.png
-  device.json                                  docs/benchmarks.md, docs/device_bench.png
-  kv_offload.json                              docs/benchmarks.md
+  device.json                                  docs/benchmarks.md, docs/device_pool.md,
+                                               docs/device_bench.png
+  kv_offload.json                              docs/benchmarks.md, docs/kv_offload.md
   model_live.json                              docs/benchmarks.md
   host*.json, host.txt (stdout)                docs/benchmarks.md, docs/host_benchmarks.md,
                                                docs/host_*.png (host.json; every
@@ -115,6 +116,19 @@ def offset_util_tables(stdout: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
+def offset_util_spread(d) -> str:
+    """How far apart the timed runs of one row fell, in this run."""
+    spreads = sorted(max(r["ns_runs"]) / min(r["ns_runs"]) - 1 for k in ("uniform", "random", "paired", "pair")
+                     for r in d.get(k, []) if len(r.get("ns_runs", [])) > 1)
+    if not spreads:
+        return "This run timed each row once, so it says nothing about how much the ns figures move."
+    runs = max(len(r["ns_runs"]) for k in ("uniform", "random", "paired", "pair") for r in d.get(k, []))
+    mid = spreads[len(spreads) // 2]
+    return (f"Its ns figures move from one timed run to the next: in this run the slowest of a row's {runs} "
+            f"timed runs was {mid:.0%} above the fastest on the median row, and up to {spreads[-1]:.1f}x it "
+            f"({len(spreads)} rows), more than the gap between the policies on some tables.")
+
+
 # --- device_bench ------------------------------------------------------------
 
 DEVICE_ORDER = ["unipool", "torch", "unipool:expandable", "torch:expandable", "cub"]
@@ -144,7 +158,14 @@ def device_tables(d) -> str:
                                                              for a in DEVICE_ORDER])
     hot_table = md_table(["hot path (a cached block, same stream)"] + DEVICE_ORDER, "lrrrrr", hrows)
 
-    # Whole traces: the range over traces of each allocator (torch's two modes together).
+    whole = "Whole traces, CPU ns per allocation + its free: " + whole_traces(d) + "."
+    return "\n\n".join(["Peak reserved in MiB (bold: the lower of each unipool/torch pair).", reserved, hot_table,
+                        whole])
+
+
+def whole_traces(d) -> str:
+    """The range over traces of each allocator's CPU ns per allocation + its
+    free (torch's two modes together)."""
     groups = [("unipool", ["unipool"]), ("unipool:expandable", ["unipool:expandable"]),
               ("torch", ["torch", "torch:expandable"]), ("CUB", ["cub"]), ("one cudaMalloc each", ["cudamalloc"])]
     parts = []
@@ -152,9 +173,81 @@ def device_tables(d) -> str:
         ns = [r["ns_per_op"] for r in d["records"] if r["allocator"] in members]
         if ns:
             parts.append(f"{name} {min(ns):,.0f}-{max(ns):,.0f}")
-    whole = "Whole traces, CPU ns per allocation + its free: " + ", ".join(parts) + "."
-    return "\n\n".join(["Peak reserved in MiB (bold: the lower of each unipool/torch pair).", reserved, hot_table,
-                        whole])
+    return ", ".join(parts)
+
+
+def device_findings(d) -> str:
+    """docs/device_pool.md's reading of the run: the figures its prose
+    explains, one bullet per trace, each a sentence filled from the JSON."""
+    rec = {(r["trace"], r["allocator"]): r for r in d["records"]}
+    hot = {(h["bytes"], h["allocator"]): h["ns_per_op"] for h in d["hot_path"]}
+    out = []
+
+    def has(t, *allocs):
+        return all((t, a) in rec for a in allocs)
+
+    if has("inference", "unipool", "unipool:expandable", "cub"):
+        u, e, c = rec[("inference", "unipool")], rec[("inference", "unipool:expandable")], rec[("inference", "cub")]
+        out.append(f"- **inference**: utilization (peak requested / peak reserved) expandable {e['util']:.3f}, "
+                   f"plain {u['util']:.3f}, CUB {c['util']:.3f}. After warm-up, {u['pool_calls_per_1k_after_warmup']:.2f} "
+                   f"backend calls per 1,000 allocations (plain; expandable "
+                   f"{e['pool_calls_per_1k_after_warmup']:.2f}), against {c['calls_per_1k_after_warmup']:,.0f} for CUB.")
+    if has("batch_growth", "unipool:expandable"):
+        e = rec[("batch_growth", "unipool:expandable")]
+        target = next((t for t in d["targets"] if t["target"].startswith("batch_growth peak reserved")
+                       and "(unipool:expandable)" in t["target"]), None)
+        verdict = f" (target {target['target'].split('<= ', 1)[1].split(' (', 1)[0]}: " \
+                  f"{'met' if target['met'] else 'missed'})" if target else ""
+        line = (f"- **batch_growth, expandable**: peak reserved {e['peak_reserved'] / e['peak_requested']:.3f}x "
+                f"the peak requested{verdict}; {e['pool_calls_per_1k_after_warmup']:.2f} pool->backend calls per "
+                f"1,000 allocations after warm-up (target < 1), which are "
+                f"{e['calls_per_1k_after_warmup']:,.0f} null GPU driver calls per 1,000")
+        if ("batch_growth", "torch:expandable") in rec:
+            line += f" (torch:expandable: {rec[('batch_growth', 'torch:expandable')]['calls_per_1k_after_warmup']:,.0f})"
+        out.append(line + ".")
+    if has("batch_growth", "unipool"):
+        u = rec[("batch_growth", "unipool")]
+        line = (f"- **batch_growth, plain segments**: utilization {u['util']:.3f}, peak reserved "
+                f"{u['peak_reserved'] / MIB:,.0f} MiB for {u['peak_requested'] / MIB:,.0f} MiB requested, "
+                f"{u['pool_calls_per_1k_after_warmup']:.1f} backend calls per 1,000 allocations after warm-up")
+        if ("batch_growth", "torch") in rec:
+            t = rec[("batch_growth", "torch")]
+            line += (f"; PyTorch's caching allocator in the same run: {t['peak_reserved'] / MIB:,.0f} MiB, "
+                     f"utilization {t['util']:.3f}, {t['calls_per_1k_after_warmup']:.1f} calls per 1,000")
+        out.append(line + ".")
+    rnd = [t for t in dict.fromkeys(r["trace"] for r in d["records"]) if t.startswith("random")]
+    if rnd:
+        parts = []
+        for a in ["unipool:expandable", "unipool", "torch", "torch:expandable", "cub"]:
+            utils = [rec[(t, a)]["util"] for t in rnd if (t, a) in rec]
+            if utils:
+                parts.append(f"{a} {span(utils, '{:.2f}')}")
+        out.append(f"- **random** ({', '.join(rnd)}): utilization " + ", ".join(parts) + ".")
+    sizes = list(dict.fromkeys(h["bytes"] for h in d["hot_path"]))
+    if sizes and all((b, "unipool") in hot for b in sizes):
+        ns_span = lambda v: f"{min(v):.0f}" if f"{min(v):.0f}" == f"{max(v):.0f}" else f"{min(v):.0f}-{max(v):.0f}"  # noqa: E731
+        label = lambda b: f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"  # noqa: E731
+        mine = ", ".join(f"{hot[(b, 'unipool')]:.0f} ns ({label(b)})" for b in sizes)
+        line = f"- **hot path** (a cached block, same stream): plain {mine}"
+        exp = [hot[(b, "unipool:expandable")] for b in sizes if (b, "unipool:expandable") in hot]
+        if exp:
+            line += f", expandable {ns_span(exp)} ns"
+        for peer, name in (("torch", "torch's"), ("cub", "CUB's")):
+            theirs = [hot[(b, p)] for b in sizes for p in (peer, peer + ":expandable") if (b, p) in hot]
+            ratios = [hot[(b, a)] / hot[(b, p)] for b in sizes
+                      for a, p in (("unipool", peer), ("unipool:expandable", peer + ":expandable" if peer == "torch"
+                                                        else peer)) if (b, a) in hot and (b, p) in hot]
+            if theirs:
+                line += f"{', against' if peer == 'torch' else ' and'} {name} {ns_span(theirs)} ns"
+                if ratios:
+                    line += f" ({span(ratios, '{:.2f}')}x)"
+        out.append(line + ".")
+    exp = [r for r in d["records"] if r["allocator"] == "unipool:expandable"]
+    if exp:
+        worst = max(exp, key=lambda r: r["ns_per_op"])
+        out.append(f"- **whole traces**, CPU ns per allocation + its free: {whole_traces(d)} "
+                   f"(unipool:expandable's most on {worst['trace']}).")
+    return "\n".join(out)
 
 
 def targets_list(items: list[tuple[bool, str]]) -> str:
@@ -168,7 +261,7 @@ def device_targets(d) -> str:
 # --- kv_offload --------------------------------------------------------------
 
 
-def kv_tables(d) -> str:
+def kv_pinned_table(d) -> str:
     peers, kv_ns = d["pinned_peers"], d["kv_pool_stream_ns_per_alloc_free"]
     torch, uni = peers["torch"], peers["unipool"]
     pinned = md_table(
@@ -182,6 +275,10 @@ def kv_tables(d) -> str:
          ["torch `pin_memory=True`, unipool installed as torch's host allocator",
           f"{uni['reserved_over_requested']:.4f}", f"{uni['stream_ns_per_alloc_free']:,.0f}",
           f"{uni['hot_ns_per_alloc_free']:,.0f}"]])
+    return pinned
+
+
+def kv_tables(d) -> str:
     py, cpp = d["python_costs"], d["cpp_costs"]
     pyb, vec = py["empty_call_pybind11_ns"], py["empty_call_vectorcall_ns"]
 
@@ -198,7 +295,33 @@ def kv_tables(d) -> str:
          row("from C++, scattered batch, `free_and_alloc`", cpp["scattered_free_and_alloc_ns_per_batch"]),
          row("one empty Python call into the extension, pybind11 (`unipool._testing.noop`)", pyb),
          row("one empty vectorcall method (`unipool._testing.EmptyMethods().noop`)", vec)])
-    return pinned + "\n\n" + costs
+    return kv_pinned_table(d) + "\n\n" + costs
+
+
+def kv_arena(d) -> str:
+    """Reserved over requested host bytes: the pool, and a power of two per
+    buffer (computed on the same requests)."""
+    a, b = d["arena"], d["bursts"]
+    return (f"Reserved over requested host bytes in this run, for {a['num_blocks']:,} blocks of "
+            f"{a['block_bytes'] / MIB:g} MiB ({a['requested_bytes'] / GIB:.2f} GiB): `KVBlockPool` "
+            f"{a['unipool_ratio']:.4f}; a power of two per buffer, as torch's pinned allocator rounds, "
+            f"{a['pow2_whole_buffer_ratio']:.3f} for the arena as one buffer and {b['pow2_per_request_ratio']:.3f} "
+            f"at the peak of the bursts ({b['rounds']:,} rounds) with one buffer per request.")
+
+
+def kv_costs(d) -> str:
+    """The allocation-cost sentences of docs/kv_offload.md."""
+    py, cpp = d["python_costs"], d["cpp_costs"]
+    return (f"In this run, from Python, `free_and_alloc(out, {py['batch']}, out)` cost "
+            f"{py['free_and_alloc_tensor_ids_over_pybind11_empty']:.2f}x one empty pybind11 call into the "
+            f"extension ({py['free_and_alloc_tensor_ids_ns']:,.0f} ns against "
+            f"{py['empty_call_pybind11_ns']:,.0f}), and {cpp['hot_free_and_alloc_ns_per_batch']:,.0f} ns from C++. "
+            f"A scattered batch (its {py['batch']} ids spread over {cpp['scattered_span_blocks']} blocks in the "
+            f"C++ pool, {py['scattered_span_blocks']} in the Python one) cost "
+            f"{cpp['scattered_free_and_alloc_ns_per_batch']:,.0f} ns from C++ freed in a random order and "
+            f"{cpp['scattered_ascending_free_and_alloc_ns_per_batch']:,.0f} ns freed in ascending order; "
+            f"from Python, with ids as a list instead of a tensor, `alloc` + `free` cost "
+            f"{py['alloc_free_list_ids_ns']:,.0f} ns.")
 
 
 def kv_targets(d) -> str:
@@ -316,6 +439,9 @@ def host_results(stdout: str) -> str:
         lines = lines[1:]
     text = "\n".join("#" + l if l.startswith("## ") else l for l in lines)
     text = re.sub(r"^(### Targets) \([^()]*\)$", r"\1", text, flags=re.M)  # older outputs' heading
+    # Paths as the repository names them, not as the machine of the run did.
+    text = re.sub(r"(?<=[\s`])/\S*?/(build/release/)", r"\1", text)
+    text = re.sub(r"(--json) /\S+\.json", r"\1 FILE", text)
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
@@ -331,17 +457,21 @@ def sections(results: str) -> dict[str, dict[str, str]]:
         with open(path(name), encoding="utf-8") as f:
             return f.read()
 
-    bench, host = {}, {}
+    bench, host, device, kv = {}, {}, {}, {}
     if os.path.exists(path("offset_util.json")):
-        bench["offset_util:targets"] = offset_util_targets(load(path("offset_util.json")))
+        d = load(path("offset_util.json"))
+        bench["offset_util:targets"], bench["offset_util:spread"] = offset_util_targets(d), offset_util_spread(d)
     if os.path.exists(path("offset_util.txt")):
         bench["offset_util:tables"] = offset_util_tables(text("offset_util.txt"))
     if os.path.exists(path("device.json")):
         d = load(path("device.json"))
         bench["device:tables"], bench["device:targets"] = device_tables(d), device_targets(d)
+        device["device:findings"] = device_findings(d)
     if os.path.exists(path("kv_offload.json")):
         d = load(path("kv_offload.json"))
         bench["kv_offload:tables"], bench["kv_offload:targets"] = kv_tables(d), kv_targets(d)
+        kv["kv_offload:arena"], kv["kv_offload:peers"], kv["kv_offload:costs"] = \
+            kv_arena(d), kv_pinned_table(d), kv_costs(d)
     if os.path.exists(path("model_live.json")):
         bench["model:table"] = model_table(load(path("model_live.json")))
     host_runs = [load(p) for p in sorted(glob.glob(path("host*.json")))]
@@ -350,7 +480,7 @@ def sections(results: str) -> dict[str, dict[str, str]]:
         host["host:threadcache"] = host_threadcache(host_runs)
     if os.path.exists(path("host.txt")):
         host["host:results"] = host_results(text("host.txt"))
-    return {"benchmarks.md": bench, "host_benchmarks.md": host}
+    return {"benchmarks.md": bench, "host_benchmarks.md": host, "device_pool.md": device, "kv_offload.md": kv}
 
 
 def replace_sections(page: str, generated: dict[str, str], name: str) -> str:
