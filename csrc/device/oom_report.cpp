@@ -73,6 +73,7 @@ void DevicePool::Impl::out_of_memory(const Request& r, const device::GrowthFailu
     info.largest_free = largest_free_block();
     info.limit = effective_limit();
     observer = oom_observer;
+    trace(DeviceTraceAction::oom, mem.is_ok() ? free_bytes : 0, r.size, r.bytes, r.stream);
   }
   info.device_free = mem.is_ok() ? free_bytes : 0;
   info.device_total = total_bytes;

@@ -274,6 +274,7 @@ void* DevicePool::Impl::publish(Arena& a, const RangeAllocation& range, uint64_t
   device::stat_change(stats.active, a.kind, 1);
   device::stat_change(stats.active_bytes, a.kind, n);
   device::stat_change(stats.requested_bytes, a.kind, static_cast<int64_t>(r.bytes));
+  trace(DeviceTraceAction::alloc, b.address, extent, r.bytes, r.stream);
   return reinterpret_cast<void*>(b.address);
 }
 

@@ -39,6 +39,7 @@ Status DevicePool::Impl::deallocate(void* ptr, std::string* why) {
 
 void DevicePool::Impl::release_block(uint32_t id, bool synchronized) {
   device::Block& b = blocks[id];
+  trace(DeviceTraceAction::free_requested, b.address, b.size, b.requested, b.stream);
   live.erase(b.address);
   Arena& a = *arenas[b.arena];
   device::stat_change(stats.allocation, a.kind, -1);
@@ -117,6 +118,9 @@ void DevicePool::Impl::finish_free(uint32_t id) {
     a.owner->hint[static_cast<size_t>(a.kind)] = a.id;
     refit(a);
   }
+  // Reported here, not at deallocate(): a block other streams used is free
+  // only once their fences completed (poll_pending, possibly much later).
+  trace(DeviceTraceAction::free_completed, b.address, b.size, b.requested, b.stream);
   blocks.release(id);
 }
 

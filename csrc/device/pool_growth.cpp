@@ -107,6 +107,7 @@ void* DevicePool::Impl::grow_segment(const Request& r, GrowthFailure* why) {
   device::stat_change(stats.segment, r.kind, 1);
   device::stat_change(stats.reserved_bytes, r.kind, static_cast<int64_t>(bytes));
   ++stats.num_device_alloc;
+  trace(DeviceTraceAction::segment_alloc, reinterpret_cast<uint64_t>(base), bytes, 0, s.stream);
   return carve_in(a, r);  // fits: the segment was sized for r
 }
 
@@ -203,6 +204,8 @@ void* DevicePool::Impl::grow_expandable(const Request& r, GrowthFailure* why) {
       device::stat_change(stats.reserved_bytes, a->kind,
                           static_cast<int64_t>((runs[i].second - runs[i].first) * a->granule));
       ++stats.num_device_alloc;
+      trace(DeviceTraceAction::segment_map, reinterpret_cast<uint64_t>(a->base) + runs[i].first * a->granule,
+            (runs[i].second - runs[i].first) * a->granule, 0, a->owner->stream);
     }
     if (done < runs.size()) {
       why->over_limit = false;

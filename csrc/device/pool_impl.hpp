@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/compiler.hpp"
 #include "device/arena.hpp"
 #include "device/block_table.hpp"
 #include "device/pending_frees.hpp"
@@ -140,6 +141,17 @@ struct DevicePool::Impl {
   DeviceSnapshot snapshot() const;
   bool validate(std::string* why) const;
 
+  // ---- pool_trace.cpp
+  // Tells the trace observer about an event (lock held). The test of the
+  // observer is inline and the call out of line: with no observer, the only
+  // cost on the hot path is this one branch.
+  UNIPOOL_ALWAYS_INLINE void trace(DeviceTraceAction action, uint64_t address, uint64_t size, uint64_t requested,
+                                   StreamHandle stream) const {
+    if (UNIPOOL_UNLIKELY(static_cast<bool>(trace_observer))) emit_trace(action, address, size, requested, stream);
+  }
+  void emit_trace(DeviceTraceAction action, uint64_t address, uint64_t size, uint64_t requested,
+                  StreamHandle stream) const;
+
   // hooks, outside the lock
   void fire_map(void* address, uint64_t bytes, bool expandable) const;
   void fire_unmap(void* address, uint64_t bytes, bool expandable) const;
@@ -174,6 +186,7 @@ struct DevicePool::Impl {
   std::vector<FenceId> deferred_fences;  // released once waiters is 0
   std::shared_ptr<const DeviceSegmentHooks> hooks;
   std::shared_ptr<const DeviceOomObserver> oom_observer;
+  DeviceTraceObserver trace_observer;  // empty: no trace (the default)
 
   // Serializes the creation of expandable arenas (a reserve call each), so
   // two threads never reserve for the same stream and kind.

@@ -103,11 +103,14 @@ std::vector<device::Release> DevicePool::Impl::take_releasable() {
         item.from = first * a.granule;
         item.bytes = (last - first) * a.granule;
         device::stat_change(stats.reserved_bytes, a.kind, -static_cast<int64_t>(item.bytes));
+        trace(DeviceTraceAction::segment_unmap, reinterpret_cast<uint64_t>(a.base) + item.from, item.bytes, 0,
+              a.owner->stream);
         items.push_back(std::move(item));
       }
       continue;
     }
     if (a.ranges.live_allocations() != 0) continue;
+    trace(DeviceTraceAction::segment_free, reinterpret_cast<uint64_t>(a.base), a.size, 0, a.owner->stream);
     disown(a);
     device::stat_change(stats.segment, a.kind, -1);
     device::stat_change(stats.reserved_bytes, a.kind, -static_cast<int64_t>(a.size));
@@ -147,6 +150,8 @@ void DevicePool::Impl::give_back(std::vector<device::Release>& items) {
           device::stat_change(stats.segment, a.kind, static_cast<int64_t>(a.runs) - static_cast<int64_t>(runs_before));
           device::stat_change(stats.reserved_bytes, a.kind, static_cast<int64_t>(item.bytes));
           remapped.push_back(DeviceSegmentEvent{device, a.base + item.from, item.bytes, true});
+          trace(DeviceTraceAction::segment_map, reinterpret_cast<uint64_t>(a.base) + item.from, item.bytes, 0,
+                a.owner->stream);
         }
         a.transition = false;
         continue;
@@ -159,6 +164,7 @@ void DevicePool::Impl::give_back(std::vector<device::Release>& items) {
       device::stat_change(stats.segment, a->kind, 1);
       device::stat_change(stats.reserved_bytes, a->kind, static_cast<int64_t>(a->size));
       remapped.push_back(DeviceSegmentEvent{device, a->base, a->size, false});
+      trace(DeviceTraceAction::segment_alloc, reinterpret_cast<uint64_t>(a->base), a->size, 0, a->owner->stream);
       arenas[a->id] = std::move(item.segment);
       own(*a->owner, *a);
     }

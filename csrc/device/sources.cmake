@@ -14,6 +14,7 @@ list(APPEND UNIPOOL_SOURCES
   device/pool_growth.cpp
   device/pool_release.cpp
   device/pool_snapshot.cpp
+  device/pool_trace.cpp
   device/pool_validate.cpp
   device/snapshot_json.cpp
   device/stats.cpp)

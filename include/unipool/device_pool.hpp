@@ -32,6 +32,7 @@
 #include "unipool/device_error.hpp"
 #include "unipool/device_snapshot.hpp"
 #include "unipool/device_stats.hpp"
+#include "unipool/device_trace.hpp"
 #include "unipool/fence.hpp"
 
 namespace unipool {
@@ -114,6 +115,10 @@ class DevicePool {
 
   void set_segment_hooks(DeviceSegmentHooks hooks);
   void set_oom_observer(DeviceOomObserver observer);
+  // Every alloc, free and segment event from now on (device_trace.hpp); an
+  // empty function stops them. Off (the default), the hot path pays one
+  // branch on the unset function.
+  void set_trace_observer(DeviceTraceObserver observer);
 
   // The allocated blocks of every segment (blocks freed but still waiting for
   // fences count as free). O(blocks + segments).
