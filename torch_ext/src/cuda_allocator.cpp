@@ -8,6 +8,9 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <optional>
+
+#include "core/compiler.hpp"
 
 namespace unipool::torch_ext {
 namespace {
@@ -47,7 +50,7 @@ void add(c10::CachingDeviceAllocator::DeviceStats& to, const DeviceStats& s) {
 }  // namespace
 
 UnipoolCudaAllocator::UnipoolCudaAllocator(const DevicePoolConfig& config)
-    : pools_(std::make_unique<DevicePools>(config)) {
+    : pools_(std::make_unique<DevicePools>(config)), history_(pools_->device_count()) {
   simulated_ = std::string(pools_->backend().name()) == "sim";
   fractions_.assign(pools_->device_count(), config.memory_fraction);
   g_instance.store(this);
@@ -99,8 +102,21 @@ DevicePool* UnipoolCudaAllocator::owner_of(void* ptr, int device_hint) {
 }
 
 void* UnipoolCudaAllocator::allocate_on(uint64_t bytes, int device, StreamHandle stream) {
+  // History off: this one test, and the pool's own on its unset observer.
+  if (UNIPOOL_UNLIKELY(history_.gathers_context())) return allocate_with_context(bytes, device, stream);
+  return allocate_in(pool_for(device, stream), bytes, stream);
+}
+
+// The stack is taken before the pool's lock (the recorder may take the GIL);
+// the pool's observer finds it in the scope.
+void* UnipoolCudaAllocator::allocate_with_context(uint64_t bytes, int device, StreamHandle stream) {
+  const ContextScope scope(history_.gather(RecordContext::STATE), TraceCall::allocate);
+  return allocate_in(pool_for(device, stream), bytes, stream);
+}
+
+void* UnipoolCudaAllocator::allocate_in(DevicePool& pool, uint64_t bytes, StreamHandle stream) {
   try {
-    return pool_for(device, stream).allocate(bytes, stream);
+    return pool.allocate(bytes, stream);
   } catch (const OutOfMemoryError& e) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
   } catch (const DevicePoolError& e) {
@@ -143,6 +159,11 @@ void UnipoolCudaAllocator::raw_delete(void* ptr) {
   DevicePool* pool = owner_of(ptr, -1);
   TORCH_CHECK(pool != nullptr, "unipool CUDA allocator: free of ", ptr,
               " which is not a live block (double free, or memory from elsewhere)");
+  if (UNIPOOL_UNLIKELY(history_.gathers_context())) {
+    const ContextScope scope(history_.gather(RecordContext::ALL), TraceCall::free);
+    pool->deallocate(ptr);
+    return;
+  }
   pool->deallocate(ptr);
 }
 
@@ -154,6 +175,8 @@ void UnipoolCudaAllocator::recordStream(const c10::DataPtr& ptr, c10::cuda::CUDA
 }
 
 void UnipoolCudaAllocator::emptyCache(MempoolId_t mempool_id) {
+  std::optional<ContextScope> scope;
+  if (history_.gathers_context()) scope.emplace(history_.gather(RecordContext::ALL), TraceCall::release);
   if (mempool_id == MempoolId_t{0, 0}) {
     pools_->empty_cache();
     return;
@@ -244,44 +267,62 @@ void* UnipoolCudaAllocator::getBaseAllocation(void* ptr, size_t* size) {
   TORCH_CHECK(false, "unipool CUDA allocator: getBaseAllocation of ", ptr, " which is not in its memory");
 }
 
-c10::cuda::CUDACachingAllocator::SnapshotInfo UnipoolCudaAllocator::snapshot(MempoolId_t mempool_id,
-                                                                             bool /*include_traces*/) {
-  c10::cuda::CUDACachingAllocator::SnapshotInfo out;
-  auto add_pool = [&](DevicePool& pool, MempoolId_t owner) {
-    for (const DeviceSegmentInfo& seg : pool.snapshot().segments) {
-      c10::CachingDeviceAllocator::SegmentInfo s;
-      s.device = static_cast<c10::DeviceIndex>(seg.device);
-      s.address = seg.address;
-      s.total_size = seg.total_size;
-      s.requested_size = seg.requested_size;
-      s.allocated_size = seg.allocated_size;
-      s.active_size = seg.active_size;
-      s.stream = reinterpret_cast<void*>(seg.stream);
-      s.is_large = !seg.small;
-      s.is_expandable = seg.expandable;
-      s.owner_private_pool_id = owner;
-      for (const DeviceBlockInfo& b : seg.blocks) {
-        c10::CachingDeviceAllocator::BlockInfo bi;
-        bi.size = b.size;
-        bi.requested_size = b.requested_size;
-        bi.allocated = b.state == DeviceBlockInfo::active_allocated;
-        bi.active = b.state != DeviceBlockInfo::inactive;
-        s.blocks.push_back(std::move(bi));
+void UnipoolCudaAllocator::add_segments(
+    c10::cuda::CUDACachingAllocator::SnapshotInfo& out, DevicePool& pool, MempoolId_t owner,
+    const std::unordered_map<uint64_t, std::shared_ptr<c10::GatheredContext>>& contexts) {
+  for (const DeviceSegmentInfo& seg : pool.snapshot().segments) {
+    c10::CachingDeviceAllocator::SegmentInfo s;
+    s.device = static_cast<c10::DeviceIndex>(seg.device);
+    s.address = seg.address;
+    s.total_size = seg.total_size;
+    s.requested_size = seg.requested_size;
+    s.allocated_size = seg.allocated_size;
+    s.active_size = seg.active_size;
+    s.stream = reinterpret_cast<void*>(seg.stream);
+    s.is_large = !seg.small;
+    s.is_expandable = seg.expandable;
+    s.owner_private_pool_id = owner;
+    for (const DeviceBlockInfo& b : seg.blocks) {
+      c10::CachingDeviceAllocator::BlockInfo bi;
+      bi.size = b.size;
+      bi.requested_size = b.requested_size;
+      bi.allocated = b.state == DeviceBlockInfo::active_allocated;
+      bi.active = b.state != DeviceBlockInfo::inactive;
+      if (bi.active && !contexts.empty()) {
+        auto it = contexts.find(b.address);
+        if (it != contexts.end()) bi.context_when_allocated = it->second;
       }
-      out.segments.push_back(std::move(s));
+      s.blocks.push_back(std::move(bi));
     }
-  };
+    out.segments.push_back(std::move(s));
+  }
+}
+
+c10::cuda::CUDACachingAllocator::SnapshotInfo UnipoolCudaAllocator::snapshot(MempoolId_t mempool_id,
+                                                                             bool include_traces) {
+  c10::cuda::CUDACachingAllocator::SnapshotInfo out;
+  const auto contexts = history_.block_contexts();
   const bool all = mempool_id == MempoolId_t{0, 0};
   if (all) {
-    for (int d = 0; d < pools_->device_count(); ++d) add_pool(pools_->pool(d), {0, 0});
+    for (int d = 0; d < pools_->device_count(); ++d) add_segments(out, pools_->pool(d), {0, 0}, contexts);
   }
   {
     std::lock_guard lock(mutex_);
     for (auto& [key, p] : private_) {
-      if (all || key.second == mempool_id) add_pool(*p.pool, key.second);
+      if (all || key.second == mempool_id) add_segments(out, *p.pool, key.second, contexts);
     }
   }
-  out.device_traces.resize(pools_->device_count());
+  // Marks where in the history this snapshot stands, as torch does.
+  if (history_.enabled()) {
+    std::vector<uint64_t> active(pools_->device_count());
+    for (const auto& seg : out.segments) active[seg.device] += seg.active_size;
+    for (int d = 0; d < pools_->device_count(); ++d) history_.record_snapshot(d, active[d]);
+  }
+  if (include_traces) {
+    out.device_traces = history_.traces();
+  } else {
+    out.device_traces.resize(pools_->device_count());
+  }
   return out;
 }
 
@@ -296,6 +337,7 @@ void UnipoolCudaAllocator::createOrIncrefPool(c10::DeviceIndex device, MempoolId
     // a non-owning alias.
     std::shared_ptr<DeviceBackend> backend(std::shared_ptr<void>{}, &pools_->backend());
     p.pool = std::make_unique<DevicePool>(std::move(backend), device, pools_->config());
+    if (history_.observing()) p.pool->set_trace_observer(history_.observer(mempool_id));
   }
   ++p.use_count;
 }
@@ -374,10 +416,26 @@ std::shared_ptr<void> UnipoolCudaAllocator::getIpcDevPtr(std::string) {
   unsupported("getIpcDevPtr", "CUDA IPC of pool blocks is not implemented");
 }
 
-void UnipoolCudaAllocator::recordHistory(bool enabled, c10::cuda::CUDACachingAllocator::CreateContextFn, size_t,
-                                         c10::cuda::CUDACachingAllocator::RecordContext, bool,
-                                         const std::vector<std::string>&) {
-  if (enabled) unsupported("recordHistory", "no allocation trace is kept; snapshot() has the segments and blocks");
+void UnipoolCudaAllocator::recordHistory(bool enabled, c10::cuda::CUDACachingAllocator::CreateContextFn recorder,
+                                         size_t max_entries, c10::cuda::CUDACachingAllocator::RecordContext when,
+                                         bool clear_history, const std::vector<std::string>& skip_actions) {
+  history_.configure(enabled, recorder, max_entries, when, clear_history, skip_actions);
+  sync_trace_observers();
+}
+
+std::shared_ptr<c10::GatheredContext> UnipoolCudaAllocator::getContextForPointer(const void* ptr) {
+  return history_.block_context(reinterpret_cast<uint64_t>(ptr));
+}
+
+void UnipoolCudaAllocator::sync_trace_observers() {
+  const bool on = history_.observing();
+  for (int d = 0; d < pools_->device_count(); ++d) {
+    pools_->pool(d).set_trace_observer(on ? history_.observer({0, 0}) : DeviceTraceObserver{});
+  }
+  std::lock_guard lock(mutex_);
+  for (auto& [key, p] : private_) {
+    p.pool->set_trace_observer(on ? history_.observer(key.second) : DeviceTraceObserver{});
+  }
 }
 
 void UnipoolCudaAllocator::attachOutOfMemoryObserver(c10::cuda::CUDACachingAllocator::OutOfMemoryObserver observer) {
@@ -388,8 +446,10 @@ void UnipoolCudaAllocator::attachOutOfMemoryObserver(c10::cuda::CUDACachingAlloc
   }
 }
 
-void UnipoolCudaAllocator::attachAllocatorTraceTracker(c10::cuda::CUDACachingAllocator::AllocatorTraceTracker) {
-  unsupported("attachAllocatorTraceTracker", "no allocation trace is kept");
+void UnipoolCudaAllocator::attachAllocatorTraceTracker(
+    c10::cuda::CUDACachingAllocator::AllocatorTraceTracker tracker) {
+  history_.add_tracker(std::move(tracker));
+  sync_trace_observers();
 }
 
 void UnipoolCudaAllocator::enablePeerAccess(c10::DeviceIndex dev, c10::DeviceIndex dev_to_access) {

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "memory_history.hpp"
 #include "unipool/device_checkpoint.hpp"
 #include "unipool/device_pool.hpp"
 
@@ -72,7 +73,8 @@ class UnipoolCudaAllocator final : public CUDAAllocator {
                                 const std::unordered_set<void*>& expected_live_allocations) override;
   c10::cuda::CUDACachingAllocator::ShareableHandle shareIpcHandle(void* ptr) override;
   std::shared_ptr<void> getIpcDevPtr(std::string handle) override;
-  bool isHistoryEnabled() override { return false; }
+  bool isHistoryEnabled() override { return history_.enabled(); }
+  std::shared_ptr<c10::GatheredContext> getContextForPointer(const void* ptr) override;
   void recordHistory(bool enabled, c10::cuda::CUDACachingAllocator::CreateContextFn context_recorder,
                      size_t alloc_trace_max_entries, c10::cuda::CUDACachingAllocator::RecordContext when,
                      bool clearHistory, const std::vector<std::string>& skip_actions) override;
@@ -111,6 +113,14 @@ class UnipoolCudaAllocator final : public CUDAAllocator {
   using PoolKey = std::pair<int, MempoolId_t>;
 
   void* allocate_on(uint64_t bytes, int device, StreamHandle stream);
+  void* allocate_in(DevicePool& pool, uint64_t bytes, StreamHandle stream);
+  void* allocate_with_context(uint64_t bytes, int device, StreamHandle stream);  // history gathers stacks
+  // Gives every pool, default and private, the history's observer while it
+  // observes, and none otherwise (so the pools' hot paths stay bare).
+  void sync_trace_observers();
+  // Lock held. The allocator's snapshot of one pool, with block contexts.
+  void add_segments(c10::cuda::CUDACachingAllocator::SnapshotInfo& out, DevicePool& pool, MempoolId_t owner,
+                    const std::unordered_map<uint64_t, std::shared_ptr<c10::GatheredContext>>& contexts);
   DevicePool& pool_for(int device, StreamHandle stream);  // a private pool if a filter takes the stream
   DevicePool* owner_of(void* ptr, int device_hint);
   static void delete_fn(void* ptr);
@@ -123,6 +133,7 @@ class UnipoolCudaAllocator final : public CUDAAllocator {
   std::map<PoolKey, PrivatePool> private_;
   int routing_ = 0;  // active allocate-to-pool contexts, any device
   std::atomic<int> exit_releases_{0};
+  MemoryHistory history_;
 };
 
 // The allocator install() put in place (cuda_install.cpp); before install()

@@ -152,10 +152,6 @@ void bind_pools(py::module_& t) {
   t.def("cuda_call_unsupported", [](const std::string& method) {
     if (method == "shareIpcHandle")
       cca::shareIpcHandle(nullptr);
-    else if (method == "recordHistory")
-      cca::recordHistory(true, nullptr, 0, cca::RecordContext::ALL, false, {});
-    else if (method == "attachAllocatorTraceTracker")
-      cca::attachAllocatorTraceTracker(nullptr);
     else if (method == "setUseOnOOM")
       cca::setUseOnOOM(0, {1, 1}, true);
   });
@@ -192,10 +188,13 @@ void bind_sim(py::module_& t) {
 
 }  // namespace
 
+void bind_cuda_trace_testing(py::module_& t);  // cuda_trace_testing.cpp
+
 void bind_cuda_testing(py::module_& t) {
   bind_calls(t);
   bind_pools(t);
   bind_sim(t);
+  bind_cuda_trace_testing(t);
 }
 
 }  // namespace unipool::torch_ext
