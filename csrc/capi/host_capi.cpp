@@ -263,4 +263,31 @@ unipool_status_t unipool_host_validate(unipool_host_pool_t* pool) {
   return UNIPOOL_BAD_ARGUMENT;
 }
 
+unipool_status_t unipool_host_record_history(unipool_host_pool_t* pool, size_t max_entries) {
+  if (pool == nullptr) return null_pool();
+  if (pool_of(pool)->record_history(max_entries)) return UNIPOOL_OK;
+  unipool::capi::set_last_error("unipool_host_record_history: cannot map a ring of " + std::to_string(max_entries) +
+                                " entries");
+  return UNIPOOL_OUT_OF_SPACE;
+}
+
+unipool_status_t unipool_host_history_json(unipool_host_pool_t* pool, char* buf, size_t capacity, size_t* needed) {
+  if (pool == nullptr) return null_pool();
+  std::string json;
+  try {
+    json = pool_of(pool)->history_json();
+  } catch (const std::bad_alloc&) {
+    unipool::capi::set_last_error("unipool_host_history_json: out of memory building the text");
+    return UNIPOOL_OUT_OF_SPACE;
+  }
+  if (needed != nullptr) *needed = json.size() + 1;
+  if (buf == nullptr || capacity < json.size() + 1) {
+    unipool::capi::set_last_error("unipool_host_history_json: the text needs " + std::to_string(json.size() + 1) +
+                                  " bytes, the buffer has " + std::to_string(buf == nullptr ? 0 : capacity));
+    return UNIPOOL_OUT_OF_SPACE;
+  }
+  std::memcpy(buf, json.c_str(), json.size() + 1);
+  return UNIPOOL_OK;
+}
+
 }  // extern "C"

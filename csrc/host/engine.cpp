@@ -377,9 +377,11 @@ void Engine::fork_prepare() noexcept {
   huge_lock_.lock();
   deferred_lock_.lock();
   pthread_mutex_lock(&pin_.lock);
+  history_.fork_lock();
 }
 
 void Engine::fork_release(bool child) noexcept {
+  history_.fork_unlock();
   pin_thread_after_fork(child);  // unlocks pin_.lock
   deferred_lock_.unlock();
   huge_lock_.unlock();

@@ -9,7 +9,8 @@
 // Locks, always taken in this order: registry (thread_state.cpp) -> heaps_lock_
 // -> shared_[c].lock -> pages_lock_ -> setup_lock_ -> arenas_[i].mutex (one at
 // a time; several only in validate() and fork, by index) -> huge_lock_;
-// deferred_lock_ and pin_.lock are never held while another is taken. The fast paths of
+// deferred_lock_ and pin_.lock are never held while another is taken; the
+// history's lock (history.hpp) is taken last of all, under any of them. The fast paths of
 // engine_fast.hpp take none.
 #pragma once
 
@@ -21,6 +22,7 @@
 #include "host/arena.hpp"
 #include "host/errors.hpp"
 #include "host/heap.hpp"
+#include "host/history.hpp"
 #include "host/huge_table.hpp"
 #include "host/layout.hpp"
 #include "host/lock.hpp"
@@ -133,6 +135,8 @@ class Engine {
   void reset_peak_stats() noexcept;
   PinningState pinning_state() const noexcept;
   const HostPoolConfig& config() const noexcept { return config_; }
+  History& history() noexcept { return history_; }
+  const History& history() const noexcept { return history_; }
   bool validate(std::string* why) const;
   // Returns when the pinning thread has nothing asked of it and nothing in
   // flight (at once without one).
@@ -297,6 +301,7 @@ class Engine {
   Arena arenas_[kMaxArenas];
   std::atomic<uint32_t> arena_count_{0};
   ArenaSettings arena_settings_;
+  History history_;  // before pinner_, which records into it
   std::unique_ptr<backend::HostPinner> pinner_;
   std::atomic<bool> pinner_checked_{false};  // release-stored after pin_available_ and the settings
   bool pin_available_ = false;

@@ -2,6 +2,7 @@
 // each behind a 64-byte header that names its range.
 #include "backend/host_pinner.hpp"
 #include "host/engine.hpp"
+#include "host/history_pinner.hpp"
 #include "host/pinner_factory.hpp"
 
 namespace unipool::host {
@@ -41,7 +42,7 @@ void Engine::ensure_pinner() noexcept {
     // the side (t_internal), never from this pool's locked paths.
     InternalScope internal;
     try {
-      pinner_ = make_pinner();
+      pinner_ = std::make_unique<HistoryPinner>(make_pinner(), &history_);
       pin_available_ = pinner_ != nullptr && pinner_->available();
     } catch (...) {
       pin_available_ = false;

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "backend/os/os_memory.hpp"
+#include "core/compiler.hpp"
 #include "host/engine_fast.hpp"
 #include "host/leak_roots.hpp"
 
@@ -41,16 +42,44 @@ namespace {
 inline HostAllocation result(void* p) noexcept {
   return p != nullptr ? HostAllocation{p, Status::ok} : HostAllocation{nullptr, host::thread_last_status()};
 }
+
+// With history off, the one branch an allocation pays for it.
+UNIPOOL_ALWAYS_INLINE HostAllocation recorded(host::Engine& engine, void* p, size_t size) noexcept {
+  if (UNIPOOL_UNLIKELY(engine.history().on()) && p != nullptr) {
+    engine.history().record(HostHistoryAction::alloc, p, size);
+  }
+  return result(p);
+}
+
+// A free is recorded before it happens: once the block is back, another
+// thread may be handed the same address and record its alloc first.
+void record_free(host::Engine& engine, const void* p) noexcept {
+  const size_t size = p != nullptr ? engine.usable_size(p) : 0;
+  if (size != 0) engine.history().record(HostHistoryAction::free, p, size);  // 0: not live, refused below
+}
 }  // namespace
 
-HostAllocation HostPool::allocate(size_t size) noexcept { return result(engine_->allocate(size)); }
+HostAllocation HostPool::allocate(size_t size) noexcept { return recorded(*engine_, engine_->allocate(size), size); }
 HostAllocation HostPool::allocate(size_t size, size_t alignment) noexcept {
-  return result(engine_->allocate_aligned(size, alignment));
+  return recorded(*engine_, engine_->allocate_aligned(size, alignment), size);
 }
-HostAllocation HostPool::allocate_zeroed(size_t size) noexcept { return result(engine_->allocate_zeroed(size)); }
-Status HostPool::deallocate(void* p) noexcept { return engine_->free(p); }
+HostAllocation HostPool::allocate_zeroed(size_t size) noexcept {
+  return recorded(*engine_, engine_->allocate_zeroed(size), size);
+}
+Status HostPool::deallocate(void* p) noexcept {
+  if (UNIPOOL_UNLIKELY(engine_->history().on())) record_free(*engine_, p);
+  return engine_->free(p);
+}
 Status HostPool::deallocate_after(void* p, FenceSource& source, FenceId fence) noexcept {
+  if (UNIPOOL_UNLIKELY(engine_->history().on())) record_free(*engine_, p);
   return engine_->free_after(p, source, fence);
+}
+bool HostPool::record_history(size_t max_entries) noexcept { return engine_->history().start(max_entries); }
+bool HostPool::history_enabled() const noexcept { return engine_->history().on(); }
+size_t HostPool::history_max_entries() const noexcept { return engine_->history().capacity(); }
+std::vector<HostHistoryEntry> HostPool::history() const { return engine_->history().entries(); }
+std::string HostPool::history_json() const {
+  return host::history_json(engine_->history().entries(), engine_->history().capacity());
 }
 size_t HostPool::collect_deferred() noexcept { return engine_->collect_deferred(); }
 size_t HostPool::usable_size(const void* p) const noexcept { return engine_->usable_size(p); }

@@ -14,5 +14,6 @@ list(APPEND UNIPOOL_SOURCES
   host/engine_stats.cpp
   host/engine_validate.cpp
   host/errors.cpp
+  host/history.cpp
   host/host_pool.cpp
   host/thread_state.cpp)

@@ -23,9 +23,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "unipool/fence.hpp"
 #include "unipool/host_config.hpp"
+#include "unipool/host_history.hpp"
 #include "unipool/host_stats.hpp"
 #include "unipool/status.hpp"
 
@@ -113,6 +115,18 @@ class HostPool {
   // counted) and has nothing in flight; stats() are then exact. At once
   // without a pinning thread. E.g. after a warm-up allocation, before serving.
   void wait_for_pinning() const noexcept;
+
+  // History (unipool/host_history.hpp): from now on keeps the last
+  // `max_entries` alloc, free and pinning events, dropping what was recorded
+  // before; 0 stops and drops. Off by default; off, allocate and deallocate
+  // pay one branch. False when the ring's memory could not be mapped (the
+  // history is then off). Blocks of the malloc face are not recorded.
+  bool record_history(size_t max_entries) noexcept;
+  bool history_enabled() const noexcept;
+  size_t history_max_entries() const noexcept;  // 0 when off
+  std::vector<HostHistoryEntry> history() const;  // oldest first
+  // {"max_entries": N, "entries": [{"action": "alloc", "address": A, "size": S, "time_ns": T}, ...]}
+  std::string history_json() const;
 
   // Checks every invariant (exact accounting: allocated + deferred + cached +
   // arena free + overhead == committed, every page and list consistent, every

@@ -90,6 +90,18 @@ void unipool_host_reset_peak_stats(unipool_host_pool_t* pool);
  * error. Wants no concurrent use of the pool. */
 unipool_status_t unipool_host_validate(unipool_host_pool_t* pool);
 
+/* History: from now on keeps the last max_entries alloc, free and pinning
+ * events (dropping what was recorded before); 0 stops and drops. Off by
+ * default. UNIPOOL_OUT_OF_SPACE when the ring could not be mapped. */
+unipool_status_t unipool_host_record_history(unipool_host_pool_t* pool, size_t max_entries);
+/* The history as JSON, NUL-terminated, into buf when it fits in capacity
+ * bytes; *needed (if not NULL) gets the bytes it takes, NUL included.
+ * UNIPOOL_OUT_OF_SPACE when it does not fit (buf is then untouched): call
+ * again with *needed bytes. buf may be NULL with capacity 0.
+ *   {"max_entries": N, "entries": [{"action": "alloc", "address": A,
+ *     "size": S, "time_ns": T}, ...]}   actions: alloc free pin unpin pin_failed */
+unipool_status_t unipool_host_history_json(unipool_host_pool_t* pool, char* buf, size_t capacity, size_t* needed);
+
 #ifdef __cplusplus
 }
 #endif
