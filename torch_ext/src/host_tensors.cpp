@@ -116,6 +116,11 @@ void bind_host_tensors(py::module_& m) {
   m.def("host_validate", &host_validate);
   m.def("host_trim", [] { host_pool().trim(); });
   m.def("host_reset_peak_stats", [] { host_pool().reset_peak_stats(); });
+  m.def("_host_record_history", [](size_t max_entries) {
+    TORCH_CHECK(host_pool().record_history(max_entries), "unipool: cannot map a host history ring of ", max_entries,
+                " entries");
+  });
+  m.def("_host_history_json", [] { return host_pool().history_json(); });
 }
 
 void bind_host_tensors_testing(py::module_& t) {

@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import json as _json
 import operator as _operator
 import os as _os
 
@@ -19,7 +20,8 @@ from ._C import (KVDoubleFreeError, KVPoolExhaustedError, host_reset_peak_stats,
 from .kv import KVBlockPool
 
 __all__ = ["KVBlockPool", "KVPoolExhaustedError", "KVDoubleFreeError", "empty", "zeros", "ones", "full",
-           "empty_like", "host_stats", "host_reset_peak_stats", "host_trim", "host_validate", "library_path"]
+           "empty_like", "host_stats", "host_reset_peak_stats", "host_trim", "host_validate", "host_record_history",
+           "host_history", "library_path"]
 __version__ = "0.1.0"
 
 
@@ -67,3 +69,21 @@ def library_path() -> str:
         if name.startswith("libunipool.so"):
             return _os.path.join(here, name)
     raise FileNotFoundError(f"libunipool.so is not in {here}")
+
+
+def host_record_history(max_entries: int | None = 100_000) -> None:
+    """From now on the host pool keeps its last ``max_entries`` alloc, free and
+    pinning events (what was recorded before is dropped); ``None`` or 0 stops
+    recording and drops the history. Off by default."""
+    n = 0 if max_entries is None else _operator.index(max_entries)
+    if n < 0:
+        raise ValueError(f"unipool.host_record_history: max_entries must be >= 0 or None, got {n}")
+    _C._host_record_history(n)
+
+
+def host_history() -> list[dict]:
+    """The host pool's recorded events, oldest first: dicts with ``action``
+    ("alloc", "free", "pin", "unpin", "pin_failed"), ``address``, ``size``
+    (bytes asked for by an alloc, usable bytes of a freed block, bytes of a
+    pinned range, 0 for an unpin) and ``time_ns`` (since the epoch)."""
+    return _json.loads(_C._host_history_json())["entries"]
