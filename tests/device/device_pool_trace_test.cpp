@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <atomic>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "device_test_support.hpp"
@@ -183,6 +185,44 @@ TEST(DevicePoolTrace, ReplayMatchesTheSnapshot) {
     for (void* p : live) sim.pool->deallocate(p);
     EXPECT_POOL_VALID(*sim.pool);
   }
+}
+
+// Threads allocate and free while another sets and clears the observer: the
+// observer runs under the pool's lock, so its plain counters need no lock of
+// their own (TSan checks that), and the pool's books stay exact.
+TEST(DevicePoolTrace, ObserverSwapsWhileThreadsAllocate) {
+  SimPool sim(false);
+  int64_t allocs = 0, completed = 0;  // guarded by the pool's lock
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 3; ++t) {
+    workers.emplace_back([&, t] {
+      const StreamHandle stream = t == 0 ? kStreamA : kStreamB;
+      for (int i = 0; i < 2000; ++i) {
+        void* p = sim.pool->allocate(static_cast<uint64_t>(i % 7 + 1) * 4096, stream);
+        sim.pool->deallocate(p);
+      }
+    });
+  }
+  std::thread toggler([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      if (i % 2 == 0) {
+        sim.pool->set_trace_observer([&](const DeviceTraceEvent& e) {
+          if (e.action == Action::alloc) ++allocs;
+          if (e.action == Action::free_completed) ++completed;
+        });
+      } else {
+        sim.pool->set_trace_observer({});
+      }
+    }
+  });
+  for (std::thread& w : workers) w.join();
+  stop = true;
+  toggler.join();
+  sim.pool->set_trace_observer({});
+  (void)allocs, (void)completed;  // how many depends on the toggler's timing
+  EXPECT_EQ(sim.pool->stats().allocation[0].current, 0);
+  EXPECT_POOL_VALID(*sim.pool);
 }
 
 TEST(DevicePoolTrace, ActionNamesArePyTorchs) {

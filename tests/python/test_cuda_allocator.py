@@ -129,8 +129,7 @@ _testing.cuda_validate()
 """)
 
 
-@pytest.mark.parametrize("method", ["shareIpcHandle", "recordHistory",
-                                    "attachAllocatorTraceTracker", "setUseOnOOM"])
+@pytest.mark.parametrize("method", ["shareIpcHandle", "setUseOnOOM"])
 def test_unsupported_methods_raise_naming_the_method(method):
     run_py(INSTALL + f"""
 try:

@@ -63,6 +63,8 @@ void MemoryHistory::configure(bool enabled, CreateContextFn recorder, size_t max
 }
 
 void MemoryHistory::add_tracker(AllocatorTraceTracker tracker) {
+  TORCH_CHECK_VALUE(tracker != nullptr, "unipool CUDA allocator: attachAllocatorTraceTracker needs a tracker, got an "
+                    "empty function");
   std::lock_guard lock(mutex_);
   trackers_.push_back(std::move(tracker));
   observing_.store(true, std::memory_order_relaxed);
