@@ -20,7 +20,8 @@ class HistoryPinner final : public backend::HostPinner {
   bool available() override { return inner_->available(); }
   BackendStatus pin(void* ptr, uint64_t bytes) override {
     const BackendStatus s = inner_->pin(ptr, bytes);
-    if (history_->on()) history_->record(s.is_ok() ? HostHistoryAction::pin : HostHistoryAction::pin_failed, ptr, bytes);
+    if (history_->on())
+      history_->record(s.is_ok() ? HostHistoryAction::pin : HostHistoryAction::pin_failed, ptr, bytes);
     return s;
   }
   BackendStatus unpin(void* ptr) override {

@@ -123,7 +123,7 @@ class HostPool {
   // history is then off). Blocks of the malloc face are not recorded.
   bool record_history(size_t max_entries) noexcept;
   bool history_enabled() const noexcept;
-  size_t history_max_entries() const noexcept;  // 0 when off
+  size_t history_max_entries() const noexcept;    // 0 when off
   std::vector<HostHistoryEntry> history() const;  // oldest first
   // {"max_entries": N, "entries": [{"action": "alloc", "address": A, "size": S, "time_ns": T}, ...]}
   std::string history_json() const;

@@ -3,8 +3,8 @@
 // complete only after their fences; the observer can be removed at any time.
 #include <gtest/gtest.h>
 
-#include <map>
 #include <atomic>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -80,7 +80,7 @@ TEST(DevicePoolTrace, FreeOnOtherStreamsCompletesAfterTheirFences) {
   EXPECT_EQ(rec.actions().back(), "alloc");
   EXPECT_EQ(rec.events.back().address, addr(q));
   fences.complete_stream(kStreamB);
-  sim.pool->deallocate(q);  // completes at once (own stream)
+  sim.pool->deallocate(q);                      // completes at once (own stream)
   void* r = sim.pool->allocate(512, kStreamA);  // this allocation polls and completes p's free first
   const Actions all = rec.actions();
   const Actions tail(all.end() - 5, all.end());

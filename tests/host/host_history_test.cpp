@@ -78,12 +78,12 @@ TEST(HostHistory, PinningEventsAreRecorded) {
   UseTestPinner use;
   HostPool pool(conf("pinned=best_effort,chunk=4MiB,max_pin=8MiB"));
   ASSERT_TRUE(pool.record_history(1000));
-  pinner_state().fail_only = 1;                    // the first chunk stays pageable
-  void* first = pool.allocate((4 << 20) - 64);   // fills that chunk
-  void* huge = pool.allocate(20 << 20);          // its own mapping, pinned in pieces of 8 MiB
+  pinner_state().fail_only = 1;                 // the first chunk stays pageable
+  void* first = pool.allocate((4 << 20) - 64);  // fills that chunk
+  void* huge = pool.allocate(20 << 20);         // its own mapping, pinned in pieces of 8 MiB
   ASSERT_TRUE(first && huge);
   pool.deallocate(huge);
-  pool.trim();                                   // the huge mapping goes: unpinned
+  pool.trim();  // the huge mapping goes: unpinned
   const std::vector<HostHistoryEntry> h = pool.history();
   uint64_t pinned = 0, failed = 0, pins = 0, unpins = 0;
   for (const HostHistoryEntry& e : h) {

@@ -446,8 +446,7 @@ void UnipoolCudaAllocator::attachOutOfMemoryObserver(c10::cuda::CUDACachingAlloc
   }
 }
 
-void UnipoolCudaAllocator::attachAllocatorTraceTracker(
-    c10::cuda::CUDACachingAllocator::AllocatorTraceTracker tracker) {
+void UnipoolCudaAllocator::attachAllocatorTraceTracker(c10::cuda::CUDACachingAllocator::AllocatorTraceTracker tracker) {
   history_.add_tracker(std::move(tracker));
   sync_trace_observers();
 }

@@ -48,21 +48,24 @@ std::vector<std::shared_ptr<TrackerLog>> g_logs;
 }  // namespace
 
 void bind_cuda_trace_testing(py::module_& t) {
-  t.def("cuda_attach_trace_tracker", [] {
-    auto log = std::make_shared<TrackerLog>();
-    size_t index = 0;
-    {
-      std::lock_guard lock(g_logs_mutex);
-      index = g_logs.size();
-      g_logs.push_back(log);
-    }
-    c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker([log](const TraceEntry& e) {
-      std::lock_guard lock(log->mutex);
-      log->seen.emplace_back(action_name(e.action_), static_cast<int>(e.device_), e.addr_, e.size_,
-                             reinterpret_cast<uint64_t>(e.stream_));
-    });
-    return index;
-  }, "attaches a trace tracker through torch; returns its index for cuda_trace_tracker_entries");
+  t.def(
+      "cuda_attach_trace_tracker",
+      [] {
+        auto log = std::make_shared<TrackerLog>();
+        size_t index = 0;
+        {
+          std::lock_guard lock(g_logs_mutex);
+          index = g_logs.size();
+          g_logs.push_back(log);
+        }
+        c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker([log](const TraceEntry& e) {
+          std::lock_guard lock(log->mutex);
+          log->seen.emplace_back(action_name(e.action_), static_cast<int>(e.device_), e.addr_, e.size_,
+                                 reinterpret_cast<uint64_t>(e.stream_));
+        });
+        return index;
+      },
+      "attaches a trace tracker through torch; returns its index for cuda_trace_tracker_entries");
   t.def("cuda_trace_tracker_entries", [](size_t index) {
     std::shared_ptr<TrackerLog> log;
     {

@@ -63,7 +63,8 @@ void MemoryHistory::configure(bool enabled, CreateContextFn recorder, size_t max
 }
 
 void MemoryHistory::add_tracker(AllocatorTraceTracker tracker) {
-  TORCH_CHECK_VALUE(tracker != nullptr, "unipool CUDA allocator: attachAllocatorTraceTracker needs a tracker, got an "
+  TORCH_CHECK_VALUE(tracker != nullptr,
+                    "unipool CUDA allocator: attachAllocatorTraceTracker needs a tracker, got an "
                     "empty function");
   std::lock_guard lock(mutex_);
   trackers_.push_back(std::move(tracker));
@@ -91,9 +92,8 @@ void MemoryHistory::record(const DeviceTraceEvent& event, MempoolId_t mempool) {
   // torch keeps stacks on trace entries from level alloc up; below that only
   // the blocks of the snapshot carry them.
   if (when_ < RecordContext::ALLOC) context = nullptr;
-  append(TraceEntry(torch_action(event.action), static_cast<c10::DeviceIndex>(event.device), event.address,
-                    event.size, reinterpret_cast<void*>(event.stream), mempool, c10::getApproximateTime(),
-                    std::move(context)));
+  append(TraceEntry(torch_action(event.action), static_cast<c10::DeviceIndex>(event.device), event.address, event.size,
+                    reinterpret_cast<void*>(event.stream), mempool, c10::getApproximateTime(), std::move(context)));
 }
 
 // The stack an event's entry carries: the call that caused it, except that a
@@ -107,8 +107,7 @@ std::shared_ptr<GatheredContext> MemoryHistory::context_for(const DeviceTraceEve
     case DeviceTraceAction::alloc:
       if (context != nullptr) block_contexts_[event.address] = context;
       return context;
-    case DeviceTraceAction::free_requested:
-      return from_free ? context : nullptr;
+    case DeviceTraceAction::free_requested: return from_free ? context : nullptr;
     case DeviceTraceAction::free_completed: {
       std::shared_ptr<GatheredContext> allocated;
       if (auto it = block_contexts_.find(event.address); it != block_contexts_.end()) {
@@ -117,8 +116,7 @@ std::shared_ptr<GatheredContext> MemoryHistory::context_for(const DeviceTraceEve
       }
       return from_free ? context : allocated;
     }
-    default:
-      return context;
+    default: return context;
   }
 }
 

@@ -60,8 +60,8 @@ class MemoryHistory {
 
   // torch's recordHistory(): throws c10::Error for an unknown skip action,
   // max_entries 0 or a context level without a recorder.
-  void configure(bool enabled, CreateContextFn recorder, size_t max_entries, RecordContext when,
-                 bool clear_history, const std::vector<std::string>& skip_actions);
+  void configure(bool enabled, CreateContextFn recorder, size_t max_entries, RecordContext when, bool clear_history,
+                 const std::vector<std::string>& skip_actions);
   void add_tracker(AllocatorTraceTracker tracker);
 
   bool enabled() const noexcept { return enabled_.load(std::memory_order_relaxed); }
@@ -84,9 +84,9 @@ class MemoryHistory {
   std::shared_ptr<GatheredContext> block_context(uint64_t address) const;
 
  private:
-  void record(const DeviceTraceEvent& event, MempoolId_t mempool);  // lock taken
+  void record(const DeviceTraceEvent& event, MempoolId_t mempool);              // lock taken
   std::shared_ptr<GatheredContext> context_for(const DeviceTraceEvent& event);  // lock held
-  void append(TraceEntry&& entry);  // lock held
+  void append(TraceEntry&& entry);                                              // lock held
 
   mutable std::mutex mutex_;
   std::vector<TraceRing> rings_;  // by device
