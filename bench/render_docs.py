@@ -448,6 +448,25 @@ def host_results(stdout: str) -> str:
 # --- the pages ---------------------------------------------------------------
 
 
+HISTORY_MODES = [  # history_cost.py's labels, as docs/pytorch.md names them
+    ("off, never enabled", "off, before history was ever enabled"),
+    ("off", "off (after `enabled=None`)"),
+    ("on, no stacks", "on, `context=None`"),
+    ("context=alloc", 'on, `context="alloc"`, `stacks="python"`'),
+    ("context=all", 'on, `context="all"`, `stacks="python"`'),
+    ("context=all, C++ stacks", 'on, `context="all"`, `stacks="all"`'),
+]
+
+
+def history_cost(d) -> str:
+    """What torch's memory history costs per alloc+free under unipool."""
+    modes = d["modes"]
+    rows = [[label, f"{modes[key]:.0f}", f"{modes[key] / modes['off']:.2f}x"]
+            for key, label in HISTORY_MODES if key in modes]
+    return (f"Fastest of {d['rounds']} rounds of {d['pairs']:,} pairs:\n\n"
+            + md_table(["mode", "ns per alloc+free", "vs off"], "lrr", rows))
+
+
 def sections(results: str) -> dict[str, dict[str, str]]:
     """Page -> marker name -> generated text, for the results present."""
     def path(name: str) -> str:
@@ -457,7 +476,7 @@ def sections(results: str) -> dict[str, dict[str, str]]:
         with open(path(name), encoding="utf-8") as f:
             return f.read()
 
-    bench, host, device, kv = {}, {}, {}, {}
+    bench, host, device, kv, torch_page = {}, {}, {}, {}, {}
     if os.path.exists(path("offset_util.json")):
         d = load(path("offset_util.json"))
         bench["offset_util:targets"], bench["offset_util:spread"] = offset_util_targets(d), offset_util_spread(d)
@@ -480,7 +499,10 @@ def sections(results: str) -> dict[str, dict[str, str]]:
         host["host:threadcache"] = host_threadcache(host_runs)
     if os.path.exists(path("host.txt")):
         host["host:results"] = host_results(text("host.txt"))
-    return {"benchmarks.md": bench, "host_benchmarks.md": host, "device_pool.md": device, "kv_offload.md": kv}
+    if os.path.exists(path("memory_history.json")):
+        torch_page["memory_history:cost"] = history_cost(load(path("memory_history.json")))
+    return {"benchmarks.md": bench, "host_benchmarks.md": host, "device_pool.md": device, "kv_offload.md": kv,
+            "pytorch.md": torch_page}
 
 
 def replace_sections(page: str, generated: dict[str, str], name: str) -> str:
