@@ -142,6 +142,37 @@ DevicePool::Impl::Arena* DevicePool::Impl::expandable_arena(const Request& r, Gr
 // span mapped and unmapped granules alike), then maps the granules under the
 // block that are not mapped yet. A block that starts in the free end of the
 // mapped memory uses it and maps only the rest: growth never strands slivers.
+// Maps the granule runs of `a` in order, with no lock held, firing the map
+// hook of each; returns how many were mapped (all, or up to the failed one,
+// whose status is in *status).
+size_t DevicePool::Impl::map_runs(Arena& a, const std::vector<std::pair<uint64_t, uint64_t>>& runs,
+                                  BackendStatus* status) {
+  size_t done = 0;
+  for (; done < runs.size(); ++done) {
+    const uint64_t from = runs[done].first * a.granule;
+    const uint64_t n = (runs[done].second - runs[done].first) * a.granule;
+    *status = backend->map(device, a.base, from, n);
+    if (!status->is_ok()) break;
+    fire_map(a.base + from, n, true);
+  }
+  return done;
+}
+
+// The first `done` runs are mapped now: the arena's map, the stats and the
+// trace say so (lock held).
+void DevicePool::Impl::count_mapped(Arena& a, const std::vector<std::pair<uint64_t, uint64_t>>& runs, size_t done) {
+  for (size_t i = 0; i < done; ++i) {
+    const uint64_t runs_before = a.runs;
+    const uint64_t bytes = (runs[i].second - runs[i].first) * a.granule;
+    a.set_mapped(runs[i].first, runs[i].second, true);
+    device::stat_change(stats.segment, a.kind, static_cast<int64_t>(a.runs) - static_cast<int64_t>(runs_before));
+    device::stat_change(stats.reserved_bytes, a.kind, static_cast<int64_t>(bytes));
+    ++stats.num_device_alloc;
+    trace(DeviceTraceAction::segment_map, reinterpret_cast<uint64_t>(a.base) + runs[i].first * a.granule, bytes, 0,
+          a.owner->stream);
+  }
+}
+
 void* DevicePool::Impl::grow_expandable(const Request& r, GrowthFailure* why) {
   Arena* a = expandable_arena(r, why);
   if (a == nullptr) return nullptr;
@@ -184,29 +215,13 @@ void* DevicePool::Impl::grow_expandable(const Request& r, GrowthFailure* why) {
     inflight += bytes;
     let_go = true;
     lock.unlock();
-    size_t done = 0;
     BackendStatus status;
-    for (; done < runs.size(); ++done) {
-      const uint64_t from = runs[done].first * a->granule;
-      const uint64_t n = (runs[done].second - runs[done].first) * a->granule;
-      status = backend->map(device, a->base, from, n);
-      if (!status.is_ok()) break;
-      fire_map(a->base + from, n, true);
-    }
+    const size_t done = map_runs(*a, runs, &status);
     lock.lock();
     inflight -= bytes;
     a->transition = false;
     transition_done.notify_all();
-    for (size_t i = 0; i < done; ++i) {  // mapped runs stay, even if a later one failed
-      const uint64_t runs_before = a->runs;
-      a->set_mapped(runs[i].first, runs[i].second, true);
-      device::stat_change(stats.segment, a->kind, static_cast<int64_t>(a->runs) - static_cast<int64_t>(runs_before));
-      device::stat_change(stats.reserved_bytes, a->kind,
-                          static_cast<int64_t>((runs[i].second - runs[i].first) * a->granule));
-      ++stats.num_device_alloc;
-      trace(DeviceTraceAction::segment_map, reinterpret_cast<uint64_t>(a->base) + runs[i].first * a->granule,
-            (runs[i].second - runs[i].first) * a->granule, 0, a->owner->stream);
-    }
+    count_mapped(*a, runs, done);  // mapped runs stay, even if a later one failed
     if (done < runs.size()) {
       why->over_limit = false;
       why->status = status;

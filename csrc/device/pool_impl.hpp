@@ -112,6 +112,8 @@ struct DevicePool::Impl {
   void* grow(const Request& r, device::GrowthFailure* why);
   void* grow_segment(const Request& r, device::GrowthFailure* why);
   void* grow_expandable(const Request& r, device::GrowthFailure* why);
+  size_t map_runs(Arena& a, const std::vector<std::pair<uint64_t, uint64_t>>& runs, BackendStatus* status);  // no lock
+  void count_mapped(Arena& a, const std::vector<std::pair<uint64_t, uint64_t>>& runs, size_t done);
   Arena* expandable_arena(const Request& r, device::GrowthFailure* why);
   bool within_limit(uint64_t more) const;  // lock held
   uint32_t add_arena(std::unique_ptr<Arena> arena);
