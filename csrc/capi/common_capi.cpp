@@ -15,7 +15,11 @@ const char* last_error() noexcept { return t_last_error.c_str(); }
 
 }  // namespace unipool::capi
 
+// Checked before the cast: unipool::Status is 8 bits wide, so a C caller's
+// 256 would read as UNIPOOL_OK.
 extern "C" const char* unipool_status_string(unipool_status_t status) {
+  const auto value = static_cast<long long>(status);
+  if (value < UNIPOOL_OK || value > UNIPOOL_FOREIGN) return "unknown status";
   return unipool::to_string(static_cast<unipool::Status>(status));
 }
 

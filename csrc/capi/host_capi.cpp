@@ -151,7 +151,11 @@ static_assert(UNIPOOL_PINNING_PAGEABLE_NO_GPU == static_cast<int>(unipool::Pinni
 static_assert(UNIPOOL_PINNING_PINNED == static_cast<int>(unipool::PinningState::pinned));
 static_assert(UNIPOOL_PINNING_PARTIALLY_PINNED == static_cast<int>(unipool::PinningState::partially_pinned));
 
+// Checked before the cast: unipool::PinningState is 8 bits wide, so a C
+// caller's 256 would read as "pageable".
 const char* unipool_pinning_state_string(unipool_pinning_state_t state) {
+  const auto value = static_cast<long long>(state);
+  if (value < UNIPOOL_PINNING_PAGEABLE || value > UNIPOOL_PINNING_PARTIALLY_PINNED) return "unknown pinning state";
   return unipool::to_string(static_cast<unipool::PinningState>(state));
 }
 

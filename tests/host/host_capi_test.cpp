@@ -171,6 +171,17 @@ TEST(HostCapi, StatsFillOnlyWhatTheCallersStructHolds) {
   unipool_host_destroy(pool);
 }
 
+// Values a C caller can pass that name no state: unipool::Status and
+// PinningState are 8 bits wide, and 256 used to read as "ok" / "pageable".
+TEST(HostCapi, StringsOfValuesOutOfRange) {
+  EXPECT_STREQ(unipool_status_string(static_cast<unipool_status_t>(256)), "unknown status");
+  EXPECT_STREQ(unipool_status_string(static_cast<unipool_status_t>(10)), "unknown status");
+  EXPECT_STREQ(unipool_status_string(UNIPOOL_FOREIGN), "the allocation belongs to another allocator");
+  EXPECT_STREQ(unipool_pinning_state_string(static_cast<unipool_pinning_state_t>(256)), "unknown pinning state");
+  EXPECT_STREQ(unipool_pinning_state_string(static_cast<unipool_pinning_state_t>(4)), "unknown pinning state");
+  EXPECT_STREQ(unipool_pinning_state_string(UNIPOOL_PINNING_PINNED), "pinned");
+}
+
 TEST(HostCapi, DefaultPool) {
   unipool_host_pool_t* pool = unipool_host_default();
   ASSERT_NE(pool, nullptr);
