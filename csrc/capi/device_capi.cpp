@@ -88,7 +88,10 @@ const std::vector<std::string>& stat_keys() {
 extern "C" {
 
 unipool_status_t unipool_device_pools_create(const char* config, unipool_device_pools_t** out) {
-  if (out == nullptr) return UNIPOOL_BAD_ARGUMENT;
+  if (out == nullptr) {
+    unipool::capi::set_last_error("unipool_device_pools_create: out is NULL");
+    return UNIPOOL_BAD_ARGUMENT;
+  }
   *out = nullptr;
   return guarded([&] {
     auto p = unipool::DevicePools::create(config == nullptr ? "" : config);

@@ -61,7 +61,7 @@ class CFence final : public unipool::FenceSource {
 extern "C" {
 
 unipool_status_t unipool_host_create(const char* config, unipool_host_pool_t** out) {
-  if (out == nullptr) return null_pool();
+  if (out == nullptr) return null_out("unipool_host_create");
   *out = nullptr;
   try {
     *out = reinterpret_cast<unipool_host_pool_t*>(new HostPool(std::string_view(config ? config : "")));

@@ -111,6 +111,8 @@ TEST(DeviceCApiConfig, BadConfigNamesTheKey) {
   EXPECT_EQ(unipool_device_pools_create("backend=sim,memory_fraction=7", &pools), UNIPOOL_BAD_ARGUMENT);
   EXPECT_EQ(pools, nullptr);
   EXPECT_NE(std::string(unipool_last_error()).find("memory_fraction"), std::string::npos);
+  EXPECT_EQ(unipool_device_pools_create("backend=sim", nullptr), UNIPOOL_BAD_ARGUMENT);
+  EXPECT_STREQ(unipool_last_error(), "unipool_device_pools_create: out is NULL");
 }
 
 // The process-wide default pools read UNIPOOL_DEVICE_CONF on first use; the

@@ -144,6 +144,8 @@ TEST(HostCapi, ConfigErrorsNameTheKey) {
   void* p = reinterpret_cast<void*>(0x1);
   EXPECT_EQ(unipool_host_alloc(nullptr, 10, &p), UNIPOOL_BAD_ARGUMENT);
   EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(unipool_host_create("", nullptr), UNIPOOL_BAD_ARGUMENT);
+  EXPECT_STREQ(unipool_last_error(), "unipool_host_create: out is NULL");
 }
 
 // A caller built against an older, shorter unipool_host_stats_t: the library
