@@ -56,8 +56,8 @@ unipool_host_pool_t* unipool_host_default(void);
 /* Checks a config string without making a pool. */
 unipool_status_t unipool_host_config_check(const char* config);
 
-/* At least `size` bytes aligned to 16 (or to `alignment`, a power of two),
- * to *out. On failure *out is NULL and the status says why:
+/* At least `size` bytes aligned to 16 (alignment 0) or to `alignment` (a
+ * power of two), to *out. On failure *out is NULL and the status says why:
  * UNIPOOL_ZERO_SIZE, UNIPOOL_BAD_ALIGNMENT, UNIPOOL_TOO_LARGE,
  * UNIPOOL_OUT_OF_SPACE (limit reached, no memory, pinning failed). */
 unipool_status_t unipool_host_alloc(unipool_host_pool_t* pool, size_t size, void** out);
