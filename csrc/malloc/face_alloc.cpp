@@ -25,20 +25,20 @@ void allocation_failed(HostPool* pool, Status why) noexcept {
   errno = ENOMEM;  // after write(2), which may set it
 }
 
-void* reallocate(void* block, size_t size) noexcept {
+void* reallocate(void* block, size_t size, const char* call) noexcept {
   if (block == nullptr) return allocate(size);
   if (size == 0) {  // glibc: free and return nullptr
-    release(block, "realloc");
+    release(block, call);
     return nullptr;
   }
   const size_t usable = usable_size(block);
-  if (usable == 0) report_bad_free("realloc", block);
+  if (usable == 0) report_bad_free(call, block);
   // Keep the block when the new size fits and wastes at most half of it.
   if (size <= usable && size >= usable / 2 && !BootstrapArena::contains(block)) return block;
   void* moved = allocate(size);
   if (moved == nullptr) return nullptr;  // the old block stays valid
   std::memcpy(moved, block, size < usable ? size : usable);
-  release(block, "realloc");
+  release(block, call);
   return moved;
 }
 

@@ -84,6 +84,7 @@ inline size_t usable_size(const void* block) noexcept {
   return p != nullptr ? p->usable_size(block) : 0;
 }
 
-void* reallocate(void* block, size_t size) noexcept;
+// `call` names the entry point in the message of a bad free.
+void* reallocate(void* block, size_t size, const char* call = "realloc") noexcept;
 
 }  // namespace unipool::malloc_face

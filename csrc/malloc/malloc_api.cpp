@@ -54,7 +54,7 @@ UNIPOOL_EXPORT void* reallocarray(void* block, size_t count, size_t size) noexce
     errno = ENOMEM;
     return nullptr;
   }
-  return mf::reallocate(block, bytes);
+  return mf::reallocate(block, bytes, "reallocarray");
 }
 
 UNIPOOL_EXPORT int posix_memalign(void** out, size_t alignment, size_t size) noexcept {

@@ -1,9 +1,13 @@
 // tests/malloc: misuse that the face must stop with a clear message.
 //
-//   misuse double_free | foreign | interior | realloc_foreign | delete_foreign
+//   misuse double_free | foreign | interior | realloc_foreign | realloc_interior
+//          | realloc_freed | reallocarray_foreign | cfree_foreign | delete_foreign
+//          | delete_array_foreign
 //
 // Run under LD_PRELOAD only: each case must abort (SIGABRT) with a line on
 // stderr naming the call and the pointer (run_under_preload.py checks it).
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,13 +18,41 @@ namespace {
 void* (*volatile g_malloc)(size_t) = std::malloc;
 void (*volatile g_free)(void*) = std::free;
 void* (*volatile g_realloc)(void*, size_t) = std::realloc;
+void* (*volatile g_reallocarray)(void*, size_t, size_t) = reallocarray;
 void (*volatile g_delete)(void*) noexcept = ::operator delete;
-}  // namespace
+void (*volatile g_delete_array)(void*) noexcept = ::operator delete[];
 
-int main(int argc, char** argv) {
-  if (argc < 2) return 2;
-  const std::string what = argv[1];
-  static char not_heap[256];
+// cfree is no longer declared by glibc's headers; the face still exports it.
+void cfree_of(void* p) {
+  auto* cfree = reinterpret_cast<void (*)(void*)>(dlsym(RTLD_DEFAULT, "cfree"));
+  if (cfree != nullptr) cfree(p);
+}
+
+// The cases on realloc and its relatives (false: not one of them).
+bool realloc_misuse(const std::string& what, char* not_heap) {
+  if (what == "realloc_foreign") {
+    void* volatile r = g_realloc(not_heap + 32, 100);
+    (void)r;
+  } else if (what == "realloc_interior") {
+    char* p = static_cast<char*>(g_malloc(4096));
+    void* volatile r = g_realloc(p + 64, 8192);
+    (void)r;
+  } else if (what == "realloc_freed") {
+    void* p = g_malloc(64);
+    g_free(p);
+    void* volatile r = g_realloc(p, 128);
+    (void)r;
+  } else if (what == "reallocarray_foreign") {
+    void* volatile r = g_reallocarray(not_heap + 32, 10, 10);
+    (void)r;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The cases on free and its relatives (false: not one of them).
+bool free_misuse(const std::string& what, char* not_heap) {
   if (what == "double_free") {
     void* p = g_malloc(64);
     g_free(p);
@@ -30,14 +62,25 @@ int main(int argc, char** argv) {
   } else if (what == "interior") {
     char* p = static_cast<char*>(g_malloc(4096));
     g_free(p + 64);
-  } else if (what == "realloc_foreign") {
-    void* volatile r = g_realloc(not_heap + 32, 100);
-    (void)r;
+  } else if (what == "cfree_foreign") {
+    cfree_of(not_heap + 16);
   } else if (what == "delete_foreign") {
     g_delete(not_heap + 48);
+  } else if (what == "delete_array_foreign") {
+    g_delete_array(not_heap + 48);
   } else {
-    return 2;
+    return false;
   }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const std::string what = argv[1];
+  static char not_heap[256];
+  if (!free_misuse(what, not_heap) && !realloc_misuse(what, not_heap)) return 2;
   std::printf("misuse %s was not caught\n", what.c_str());
   return 1;
 }
