@@ -1,5 +1,6 @@
 // tests/malloc: what every allocation function promises, checked in a
 // program that must pass with glibc and under LD_PRELOAD of the face alike.
+#include <dlfcn.h>
 #include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -49,6 +50,47 @@ void failures() {
   MALLOC_CHECK(g_realloc(keep, SIZE_MAX - 4096) == nullptr && errno == ENOMEM);
   MALLOC_CHECK(static_cast<unsigned char*>(keep)[99] == 7);  // untouched on failure
   std::free(keep);
+}
+
+// Bad arguments to the other entry points fail alike on glibc and the
+// face: NULL and errno, or posix_memalign's result with *out untouched.
+void bad_arguments() {
+  auto* keep = static_cast<unsigned char*>(g_malloc(100));
+  std::memset(keep, 7, 100);
+  errno = 0;
+  MALLOC_CHECK(g_reallocarray(keep, SIZE_MAX / 2, 3) == nullptr && errno == ENOMEM);  // overflow
+  MALLOC_CHECK(keep[99] == 7);
+  errno = 0;
+  MALLOC_CHECK(g_calloc(SIZE_MAX, SIZE_MAX) == nullptr && errno == ENOMEM);
+  void* q = keep;
+  MALLOC_CHECK(posix_memalign(&q, 0, 10) == EINVAL && q == keep);
+  MALLOC_CHECK(posix_memalign(&q, 64, SIZE_MAX) == ENOMEM && q == keep);
+  errno = 0;
+  MALLOC_CHECK(aligned_alloc(64, SIZE_MAX) == nullptr && errno == ENOMEM);
+  errno = 0;
+  MALLOC_CHECK(memalign(SIZE_MAX, 10) == nullptr && errno == EINVAL);
+  errno = 0;
+  MALLOC_CHECK(memalign(64, SIZE_MAX) == nullptr && errno == ENOMEM);
+  errno = 0;
+  MALLOC_CHECK(valloc(SIZE_MAX) == nullptr && errno == ENOMEM);
+  errno = 0;
+  MALLOC_CHECK(pvalloc(SIZE_MAX) == nullptr && errno == ENOMEM);
+  std::free(keep);
+}
+
+// What only the face promises (glibc before 2.38 rounds aligned_alloc's
+// alignment up, and reads a header in front of any pointer it is given).
+void bad_arguments_under_the_face() {
+  if (dlsym(RTLD_DEFAULT, "unipool_malloc_face_version") == nullptr) return;
+  errno = 0;
+  MALLOC_CHECK(aligned_alloc(24, 100) == nullptr && errno == EINVAL);
+  errno = 0;
+  MALLOC_CHECK(aligned_alloc(0, 100) == nullptr && errno == EINVAL);
+  static char not_heap[64];
+  MALLOC_CHECK(malloc_usable_size(not_heap + 16) == 0);
+  auto* p = static_cast<char*>(g_malloc(4096));
+  MALLOC_CHECK(malloc_usable_size(p + 64) == 0);  // interior
+  std::free(p);
 }
 
 void calloc_zeroes() {
@@ -197,6 +239,8 @@ void cxx_operators() {
 int main() {
   zero_size();
   failures();
+  bad_arguments();
+  bad_arguments_under_the_face();
   calloc_zeroes();
   calloc_of_fresh_memory_faults_no_page();
   realloc_keeps_data();
