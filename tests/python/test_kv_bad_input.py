@@ -89,3 +89,18 @@ def test_host_tensor_sizes_of_integer_kinds_still_work():
     assert unipool.zeros(2, 3).shape == (2, 3)
     assert unipool.ones(torch.Size([2, 2])).shape == (2, 2)
     assert unipool.full([torch.tensor(4)], 7.0).shape == (4,)
+
+
+@pytest.mark.parametrize("n", [9, 2**40, 2**62])
+def test_more_blocks_than_the_pool_has_is_exhaustion_not_a_crash(n):
+    # alloc(2**40) used to size a list of 2**40 ids first: std::bad_alloc
+    # through the C extension ended the process.
+    p = small_pool(num_blocks=8)
+    with pytest.raises(unipool.KVPoolExhaustedError, match=f"{n} blocks asked, 8 free"):
+        p.alloc(n)
+    live = p.alloc(2)
+    with pytest.raises(unipool.KVPoolExhaustedError, match="blocks asked"):
+        p.free_and_alloc(live, n)
+    assert p.free_blocks == 6
+    p.validate()
+

@@ -193,8 +193,10 @@ PyObject* core_alloc(PyObject* self, PyObject* const* args, Py_ssize_t nargs, Py
     Py_INCREF(out);
     return out;
   }
-  std::vector<int64_t> ids(static_cast<size_t>(n));
-  s = pool->allocate(ids.size(), ids.data());
+  // More than the pool holds is refused by the pool before it writes an id:
+  // no buffer of n ids (2^40 of them would end the process with bad_alloc).
+  std::vector<int64_t> ids(static_cast<uint64_t>(n) > pool->num_blocks() ? 1 : static_cast<size_t>(n));
+  s = pool->allocate(static_cast<size_t>(n), ids.data());
   if (s != Status::ok) {
     raise_kv_error(s);
     return nullptr;
@@ -252,7 +254,8 @@ PyObject* core_free_and_alloc(PyObject* self, PyObject* const* args, Py_ssize_t 
       return nullptr;
     }
   } else {
-    listed.resize(static_cast<size_t>(n));
+    // As in alloc: n beyond the pool is refused before an id is written.
+    listed.resize(static_cast<uint64_t>(n) > pool->num_blocks() ? 1 : static_cast<size_t>(n));
     o = {listed.data(), n, true};
   }
   IdTensor f;
