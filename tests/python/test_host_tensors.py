@@ -63,7 +63,18 @@ def test_contents_survive_and_stats_count():
 
 
 def test_bad_arguments_raise():
-    with pytest.raises(RuntimeError, match="negative dimension"):
+    with pytest.raises(ValueError, match="sizes must be >= 0"):
         unipool.empty((2, -1), dtype=torch.float32)
+    with pytest.raises(ValueError, match="negative dimension"):
+        unipool._C.empty([2, -1], torch.float32)
+    # Sizes whose product wraps would have handed out a small block.
+    with pytest.raises(OverflowError, match="below 2"):
+        unipool.empty(2**64)
+    with pytest.raises(OverflowError, match="overflows"):
+        unipool.empty(2**40, 2**40)
+    with pytest.raises(OverflowError, match="overflows 64 bits"):
+        unipool.empty(2**62, dtype=torch.float64)
+    with pytest.raises(TypeError, match="must be a torch.Tensor"):
+        unipool.empty_like([1, 2])
     with pytest.raises(TypeError):
         unipool._C.empty([2], "float32")

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 
 #include "unipool_torch.hpp"
 
@@ -27,12 +28,17 @@ void free_host_block(void* p) {
 at::Tensor host_empty(std::vector<int64_t> shape, py::object dtype_obj) {
   TORCH_CHECK_TYPE(THPDtype_Check(dtype_obj.ptr()), "unipool.empty: dtype must be a torch.dtype");
   const at::ScalarType dtype = reinterpret_cast<THPDtype*>(dtype_obj.ptr())->scalar_type;
+  // Products that wrap would hand out a small block under a large shape:
+  // refused as OverflowError (pybind's translation of std::overflow_error).
   int64_t numel = 1;
   for (int64_t d : shape) {
-    TORCH_CHECK(d >= 0, "unipool.empty: negative dimension ", d);
-    numel *= d;
+    TORCH_CHECK_VALUE(d >= 0, "unipool.empty: negative dimension ", d);
+    if (__builtin_mul_overflow(numel, d, &numel)) throw std::overflow_error("unipool.empty: size overflows int64");
   }
-  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(numel), c10::elementSize(dtype), &bytes)) {
+    throw std::overflow_error("unipool.empty: size times the dtype's size overflows 64 bits");
+  }
   void* p = host_pool().allocate(bytes == 0 ? 1 : bytes, 64);
   TORCH_CHECK_WITH(OutOfMemoryError, p != nullptr, "unipool.empty: the host pool cannot allocate ", bytes,
                    " bytes: ", HostPool::last_error());

@@ -28,7 +28,12 @@ __version__ = "0.1.0"
 def _shape(size) -> list[int]:
     if len(size) == 1 and isinstance(size[0], (tuple, list, _torch.Size)):
         size = size[0]
-    return [_dim(d) for d in size]
+    shape = [_dim(d) for d in size]
+    if any(d < 0 for d in shape):
+        raise ValueError(f"unipool: tensor sizes must be >= 0, got size {tuple(shape)}")
+    if any(d >= 2**63 for d in shape):  # the extension takes int64 (and checks their product)
+        raise OverflowError(f"unipool: tensor sizes must be below 2^63, got size {tuple(shape)}")
+    return shape
 
 
 def _dim(d) -> int:
@@ -58,6 +63,8 @@ def full(size, fill_value, *, dtype: _torch.dtype | None = None) -> _torch.Tenso
 
 
 def empty_like(t: _torch.Tensor) -> _torch.Tensor:
+    if not isinstance(t, _torch.Tensor):
+        raise TypeError(f"unipool.empty_like: t must be a torch.Tensor, got {type(t).__name__}")
     return empty(list(t.shape), dtype=t.dtype)
 
 
