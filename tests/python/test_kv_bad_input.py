@@ -104,3 +104,22 @@ def test_more_blocks_than_the_pool_has_is_exhaustion_not_a_crash(n):
     assert p.free_blocks == 6
     p.validate()
 
+
+@pytest.mark.parametrize("call, error, text", [
+    (lambda p: p.alloc(1.5), TypeError, "n must be an int"),
+    (lambda p: p.alloc(2**70), OverflowError, "n=.* is out of range"),
+    (lambda p: p.free_and_alloc([], "2"), TypeError, "n must be an int"),
+    (lambda p: p.free([0.5]), TypeError, "block ids must be ints"),
+    (lambda p: p.free([2**70]), OverflowError, "block ids"),
+    (lambda p: p.free("ab"), TypeError, "block ids must be a tensor, a list or a tuple"),
+    (lambda p: p.free_after([0], "stream"), TypeError, "stream must be a torch.cuda.Stream"),
+    (lambda p: p.copy_to_device([0], "tensor"), TypeError, "device_tensor must be a torch.Tensor"),
+    (lambda p: KVBlockPool(block_shape=(4,), dtype="float16", num_blocks=4, pinned=False), TypeError,
+     "dtype must be a torch.dtype"),
+])
+def test_bad_arguments_name_themselves(call, error, text):
+    p = small_pool()
+    p.alloc(1)
+    with pytest.raises(error, match=text):
+        call(p)
+    assert p.free_blocks == 7

@@ -147,8 +147,19 @@ long long parse_n_out(const char* signature, PyObject* const* args, Py_ssize_t n
     }
     out = args[nargs];
   }
-  const long long n = PyLong_AsLongLong(args[first]);
-  if (n == -1 && PyErr_Occurred()) return -1;
+  // An int, not a float (1.5 blocks) nor one beyond 64 bits: either raises
+  // naming n, as the other arguments' errors do.
+  PyObject* index = PyNumber_Index(args[first]);
+  if (!index) {
+    PyErr_Format(PyExc_TypeError, "%s: n must be an int, got %s", signature, Py_TYPE(args[first])->tp_name);
+    return -1;
+  }
+  const long long n = PyLong_AsLongLong(index);
+  Py_DECREF(index);
+  if (n == -1 && PyErr_Occurred()) {
+    PyErr_Format(PyExc_OverflowError, "%s: n=%R is out of range", signature, args[first]);
+    return -1;
+  }
   if (n < 0) {
     PyErr_Format(PyExc_ValueError, "%s: n must be >= 0", signature);
     return -1;
@@ -424,6 +435,31 @@ bool add_empty_methods_type(PyObject* module) {
   return PyModule_AddObject(module, "EmptyMethods", reinterpret_cast<PyObject*>(&g_empty_type)) == 0;
 }
 
+namespace {
+
+// One id of a list: an int (not a float, which would name another block)
+// within 64 bits; the error names the argument.
+bool read_id(PyObject* item, int64_t& id) {
+  if (PyLong_CheckExact(item)) {  // the common case, without a new reference
+    id = PyLong_AsLongLong(item);
+  } else {
+    PyObject* index = PyNumber_Index(item);  // int-likes (numpy's), not floats
+    if (!index) {
+      PyErr_Format(PyExc_TypeError, "block ids must be ints, got %s %R", Py_TYPE(item)->tp_name, item);
+      return false;
+    }
+    id = PyLong_AsLongLong(index);
+    Py_DECREF(index);
+  }
+  if (id == -1 && PyErr_Occurred()) {
+    PyErr_Format(PyExc_OverflowError, "block ids: %R is out of range", item);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool read_ids(PyObject* ids, std::vector<int64_t>& v) {
   if (THPVariable_Check(ids)) {
     // Any device, any integer dtype, any strides: converted. A float would
@@ -446,23 +482,23 @@ bool read_ids(PyObject* ids, std::vector<int64_t>& v) {
     return true;
   }
   if (PyLong_Check(ids)) {
-    v.assign(1, PyLong_AsLongLong(ids));
-    return !PyErr_Occurred();
+    v.resize(1);
+    return read_id(ids, v[0]);
   }
-  PyObject* seq = PySequence_Fast(ids, "block ids must be a tensor, a list or a tuple of ints");
-  if (!seq) return false;
+  // A str is a sequence too, of strs: refused here, naming what is expected.
+  PyObject* seq = PyUnicode_Check(ids) || PyBytes_Check(ids) ? nullptr : PySequence_Fast(ids, "");
+  if (!seq) {
+    PyErr_Format(PyExc_TypeError, "block ids must be a tensor, a list or a tuple of ints, got %s",
+                 Py_TYPE(ids)->tp_name);
+    return false;
+  }
   const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   v.resize(static_cast<size_t>(n));
   PyObject** items = PySequence_Fast_ITEMS(seq);
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    v[i] = PyLong_AsLongLong(items[i]);
-    if (v[i] == -1 && PyErr_Occurred()) {
-      Py_DECREF(seq);
-      return false;
-    }
-  }
+  bool ok = true;
+  for (Py_ssize_t i = 0; i < n && ok; ++i) ok = read_id(items[i], v[i]);
   Py_DECREF(seq);
-  return true;
+  return ok;
 }
 
 void raise_kv_error(Status s) {

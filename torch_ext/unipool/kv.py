@@ -21,6 +21,14 @@ def _int_arg(name: str, value) -> int:
         raise TypeError(f"KVBlockPool: {name} must be an int, got {type(value).__name__} {value!r}") from None
 
 
+def _check_stream(call: str, stream) -> None:
+    # A stream's device and handle are read from it: anything else would
+    # raise AttributeError, naming neither the call nor the argument.
+    if stream is not None and not isinstance(stream, torch.cuda.Stream):
+        raise TypeError(f"KVBlockPool.{call}: stream must be a torch.cuda.Stream or None, "
+                        f"got {type(stream).__name__}")
+
+
 class KVBlockPool(_C._KVCore):
     """``KVBlockPool(block_bytes=..., num_blocks=..., *, pinned=None, numa_node=None)``
     or ``KVBlockPool(block_shape=..., dtype=..., num_blocks=...)``.
@@ -48,6 +56,8 @@ class KVBlockPool(_C._KVCore):
                  pinned: Optional[bool] = None, numa_node: Optional[int] = None, alignment: int = 256):
         if num_blocks is None:
             raise TypeError("KVBlockPool: num_blocks is required")
+        if dtype is not None and not isinstance(dtype, torch.dtype):
+            raise TypeError(f"KVBlockPool: dtype must be a torch.dtype, got {type(dtype).__name__} {dtype!r}")
         if block_shape is not None:
             if dtype is None:
                 raise TypeError("KVBlockPool: block_shape needs a dtype")
@@ -102,6 +112,7 @@ class KVBlockPool(_C._KVCore):
         (the copies were synchronous)."""
         if stream is None and torch.cuda.is_available() and torch.cuda.is_initialized():
             stream = torch.cuda.current_stream()
+        _check_stream("free_after", stream)
         if stream is None:
             self.free(ids)
             return
@@ -120,6 +131,10 @@ class KVBlockPool(_C._KVCore):
         self._copy(ids, device_tensor, stream, src, False, non_blocking)
 
     def _copy(self, ids, other, stream, slots, to_device, non_blocking):
+        name = "copy_to_device" if to_device else "copy_from_device"
+        if not isinstance(other, torch.Tensor):
+            raise TypeError(f"KVBlockPool.{name}: device_tensor must be a torch.Tensor, got {type(other).__name__}")
+        _check_stream(name, stream)
         if other.device.type == "cuda" and stream is not None:
             with torch.cuda.stream(stream):
                 _C._kv_copy(self, self.blocks, ids, other, slots, to_device, non_blocking)
