@@ -1,5 +1,30 @@
 // KVBlockPool: bad input is refused with an error and leaves the pool as it
 // was; a fence source that throws never takes the process down.
+//
+// Each public member that takes input, and where its case is (file: test).
+// Geometry, counters, stats, pinned, pinning_state, reset_peak_stats and
+// last_error take none; block(id) and base() are plain address arithmetic:
+// ids are checked where they are handed back (deallocate, is_live, Python's
+// view()).
+//
+//   KVBlockPool(options)     here: KVBlockPoolBadInput.SizesWhoseStrideOverflowsAreRefused,
+//                            KVBlockPoolBadInput.SizesWhoseArenaOverflowsAreRefused,
+//                            KVBlockPoolBadInput.ArenaLargerThanTheMachineIsRefused;
+//                            kv_block_pool_basic_test: KVBlockPool.BadOptionsAreRefusedWithTheReason
+//   allocate(n, out)         kv_block_pool_misuse_test: KVBlockPoolMisuse.ExhaustionTakesNothingAndSaysWhy;
+//                            here: KVBlockPoolBadInput.MoreBlocksThanThePoolHoldsWritesNoId
+//   deallocate(ids, n)       kv_block_pool_misuse_test: KVBlockPoolMisuse.DoubleFreeIsRefused,
+//                            KVBlockPoolMisuse.RepeatedIdInOneBatchIsRefused, KVBlockPoolMisuse.OutOfRangeIdsAreRefused
+//   deallocate_and_allocate  kv_block_pool_free_and_alloc_test: KVBlockPoolFreeAndAlloc.ABadFreeIdRefusesBothHalves,
+//                            KVBlockPoolFreeAndAlloc.TooFewBlocksEvenWithTheFreedOnesFreesNothing;
+//                            here: KVBlockPoolBadInput.MoreBlocksThanThePoolHoldsWritesNoId
+//   deallocate_after         here: KVBlockPoolBadInput.FreeAfterRefusesFenceZero,
+//                            KVBlockPoolBadInput.FreeAfterRefusesAFenceNeverRecorded,
+//                            KVBlockPoolBadInput.FreeAfterRefusesAReleasedFence,
+//                            KVBlockPoolBadInput.FreeAfterOfBadIdsDefersNothing
+//   collect_deferred         here: KVBlockPoolBadInput.CollectSurvivesASourceThatThrows
+//   is_live(id)              here: KVBlockPoolBadInput.IsLiveOfIdsOutOfRangeIsFalse
+//   validate(why)            here: KVBlockPoolBadInput.IsLiveOfIdsOutOfRangeIsFalse (validate(nullptr))
 #include <sys/sysinfo.h>
 
 #include <cstdint>
@@ -104,6 +129,56 @@ TEST(KVBlockPoolBadInput, CollectSurvivesASourceThatThrows) {
   fences.lost = true;
   EXPECT_EQ(pool.allocate(4, ids), Status::ok);
   expect_valid(pool);
+}
+
+// Refused before an id is written: a caller may size `out` for what it can
+// hold rather than for n (the Python binding passes one slot for an n
+// beyond the pool).
+TEST(KVBlockPoolBadInput, MoreBlocksThanThePoolHoldsWritesNoId) {
+  KVBlockPool pool(small_kv_options(256, 8));
+  int64_t one[1] = {-7};
+  for (size_t n : {size_t{9}, size_t{1} << 40, ~size_t{0}}) {
+    EXPECT_EQ(pool.allocate(n, one), Status::out_of_space) << n;
+    EXPECT_TRUE(error_mentions("blocks asked")) << KVBlockPool::last_error();
+    EXPECT_EQ(one[0], -7);
+  }
+  int64_t live[2];
+  ASSERT_EQ(pool.allocate(2, live), Status::ok);
+  EXPECT_EQ(pool.deallocate_and_allocate(live, 2, ~size_t{0}, one), Status::out_of_space);
+  EXPECT_EQ(one[0], -7);
+  EXPECT_TRUE(pool.is_live(live[0]) && pool.is_live(live[1]));  // nothing freed either
+  EXPECT_EQ(pool.free_blocks(), 6u);
+  expect_valid(pool);
+}
+
+// Bad ids are refused as free() refuses them, and nothing is deferred; the
+// pool owns the fence from the call on, so it gives it back to its source.
+TEST(KVBlockPoolBadInput, FreeAfterOfBadIdsDefersNothing) {
+  KVBlockPool pool(small_kv_options(256, 8));
+  ManualFenceSource fences;
+  int64_t ids[2];
+  ASSERT_EQ(pool.allocate(2, ids), Status::ok);
+  const int64_t bad[3] = {ids[0], 8, ids[1]};
+  EXPECT_EQ(pool.deallocate_after(bad, 3, fences, fences.record(0, 1)), Status::not_live);
+  EXPECT_TRUE(error_mentions("out of range")) << KVBlockPool::last_error();
+  const int64_t twice[2] = {ids[0], ids[0]};
+  EXPECT_EQ(pool.deallocate_after(twice, 2, fences, fences.record(0, 1)), Status::not_live);
+  EXPECT_EQ(fences.outstanding(), 0u);
+  EXPECT_EQ(pool.stats().deferred_blocks, 0u);
+  EXPECT_TRUE(pool.is_live(ids[0]) && pool.is_live(ids[1]));
+  EXPECT_EQ(pool.deallocate_after(ids, 2, fences, fences.record(0, 1)), Status::ok);
+  fences.complete_all();
+  EXPECT_EQ(pool.collect_deferred(), 2u);
+  expect_valid(pool);
+}
+
+TEST(KVBlockPoolBadInput, IsLiveOfIdsOutOfRangeIsFalse) {
+  KVBlockPool pool(small_kv_options(256, 8));
+  int64_t ids[8];
+  ASSERT_EQ(pool.allocate(8, ids), Status::ok);
+  for (uint64_t id : {uint64_t{8}, uint64_t{1} << 40, ~uint64_t{0}}) EXPECT_FALSE(pool.is_live(id)) << id;
+  EXPECT_TRUE(pool.validate(nullptr));
+  EXPECT_EQ(pool.deallocate(ids, 8), Status::ok);
 }
 
 TEST(KVBlockPoolBadInput, SizesWhoseStrideOverflowsAreRefused) {
