@@ -3,6 +3,8 @@
 
 #include <time.h>
 
+#include <cstdint>
+
 #include "backend/os/os_memory.hpp"
 
 namespace unipool {
@@ -27,7 +29,12 @@ History::~History() {
 bool History::start(size_t max_entries) noexcept {
   HostHistoryEntry* ring = nullptr;
   bool failed = false;
-  if (max_entries > 0) {
+  // A count whose bytes wrap past 2^64 would map a few bytes for a ring
+  // record() then writes far past: refused as a ring that cannot be mapped.
+  if (max_entries > SIZE_MAX / sizeof(HostHistoryEntry)) {
+    failed = true;
+    max_entries = 0;
+  } else if (max_entries > 0) {
     ring = static_cast<HostHistoryEntry*>(backend::os::map_metadata(max_entries * sizeof(HostHistoryEntry)));
     failed = ring == nullptr;
     if (failed) max_entries = 0;

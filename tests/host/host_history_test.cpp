@@ -29,6 +29,20 @@ TEST(HostHistory, OffByDefaultRecordsNothing) {
   EXPECT_EQ(pool.history_json(), "{\"max_entries\": 0, \"entries\": []}");
 }
 
+// A count whose bytes wrap past 2^64: (2^59 + 1) x 32 bytes used to map 32
+// bytes for a ring of 2^59 + 1 entries, and the 129th event wrote past it.
+TEST(HostHistory, RingsWhoseBytesWrapAreRefused) {
+  HostPool pool(kTestConf);
+  for (size_t n : {SIZE_MAX / sizeof(HostHistoryEntry) + 1, (size_t{1} << 59) + 1, size_t{1} << 62, SIZE_MAX}) {
+    EXPECT_FALSE(pool.record_history(n)) << n;
+    EXPECT_FALSE(pool.history_enabled()) << n;
+    EXPECT_EQ(pool.history_max_entries(), 0u) << n;
+  }
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(pool.deallocate(pool.allocate(64).ptr), Status::ok);
+  EXPECT_TRUE(pool.history().empty());
+  EXPECT_VALID(pool);
+}
+
 TEST(HostHistory, AllocAndFreeInOrderWithSizes) {
   HostPool pool(kTestConf);
   ASSERT_TRUE(pool.record_history(100));
