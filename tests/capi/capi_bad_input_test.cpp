@@ -365,6 +365,40 @@ std::vector<Case> host_query_cases() {
   };
 }
 
+// ---- host.h: history ---------------------------------------------------------------
+
+std::vector<Case> host_history_cases() {
+  return {
+      {"unipool_host_record_history", "a NULL pool; a ring whose bytes wrap past 2^64",
+       [](Env& e) {
+         EXPECT_REFUSED(unipool_host_record_history(nullptr, 10), UNIPOOL_BAD_ARGUMENT, "NULL");
+         for (size_t n : {(size_t{1} << 59) + 1, kHuge}) {
+           EXPECT_REFUSED(unipool_host_record_history(e.host, n), UNIPOOL_OUT_OF_SPACE, "cannot map") << n;
+         }
+         for (int i = 0; i < 300; ++i) unipool_host_free(e.host, host_block(e, 64));  // nothing is recorded
+         size_t needed = 0;
+         char json[64];
+         EXPECT_EQ(unipool_host_history_json(e.host, json, sizeof json, &needed), UNIPOOL_OK) << unipool_last_error();
+         EXPECT_STREQ(json, "{\"max_entries\": 0, \"entries\": []}");
+       }},
+      {"unipool_host_history_json", "a NULL pool, a buffer too small, a NULL buffer",
+       [](Env& e) {
+         ASSERT_EQ(unipool_host_record_history(e.host, 16), UNIPOOL_OK) << unipool_last_error();
+         unipool_host_free(e.host, host_block(e, 64));
+         char small[8] = "keep";
+         size_t needed = 0;
+         EXPECT_REFUSED(unipool_host_history_json(nullptr, small, sizeof small, &needed), UNIPOOL_BAD_ARGUMENT, "NULL");
+         EXPECT_REFUSED(unipool_host_history_json(e.host, small, sizeof small, &needed), UNIPOOL_OUT_OF_SPACE,
+                        "the buffer has 8");
+         EXPECT_STREQ(small, "keep");
+         EXPECT_GT(needed, sizeof small);
+         EXPECT_REFUSED(unipool_host_history_json(e.host, nullptr, 1000, nullptr), UNIPOOL_OUT_OF_SPACE,
+                        "the buffer has 0");
+         EXPECT_EQ(unipool_host_record_history(e.host, 0), UNIPOOL_OK);
+       }},
+  };
+}
+
 // ---- device.h: making and destroying pool sets ------------------------------------
 
 std::vector<Case> device_pools_cases() {
@@ -611,8 +645,8 @@ std::vector<Case> pluggable_maintenance_cases() {
 std::vector<Case> all_cases() {
   std::vector<Case> all;
   for (auto part :
-       {common_cases, host_pool_cases, host_alloc_cases, host_free_cases, host_query_cases, device_pools_cases,
-        device_alloc_cases, device_stats_cases, pluggable_cases, pluggable_maintenance_cases}) {
+       {common_cases, host_pool_cases, host_alloc_cases, host_free_cases, host_query_cases, host_history_cases,
+        device_pools_cases, device_alloc_cases, device_stats_cases, pluggable_cases, pluggable_maintenance_cases}) {
     for (const Case& c : part()) all.push_back(c);
   }
   return all;

@@ -1,7 +1,8 @@
 // HostPool: bad input to each public member that takes some, and where its
 // case is (file: test). Members without input (stats, trim, flush_thread_cache,
 // reset_peak_stats, pinning_state, config, wait_for_pinning, last_error,
-// default_pool_error) have nothing to refuse.
+// default_pool_error, history, history_json, history_enabled,
+// history_max_entries) have nothing to refuse.
 //
 //   HostPool(config), HostPool(string)  host_config_test: HostConfig.PoolConstructorRejectsBadConfig
 //                                       host_os_limits_test: HostPoolOsLimits.LimitBelowAChunkIsRefused
@@ -19,6 +20,7 @@
 //   collect_deferred                    here: HostBadInput.RefusedDeferralsKeepNoFence (nothing to collect)
 //   usable_size, owns, is_pinned        here: HostBadInput.QueriesOfPointersThatAreNotLiveBlocks
 //   validate                            here: HostBadInput.ValidateWithoutAReason
+//   record_history                      host_history_test: HostHistory.RingsWhoseBytesWrapAreRefused
 #include <gtest/gtest.h>
 
 #include <cstdint>
