@@ -96,6 +96,19 @@ def test_host_pool_functions_take_no_arguments(name):
     unipool.host_validate()
 
 
+@covers("unipool.host_record_history", "unipool.host_history")
+def test_host_history_refuses_bad_sizes():
+    for bad, error, text in ((1.5, TypeError, "max_entries must be an int"), ("10", TypeError, "max_entries"),
+                             (-1, ValueError, "max_entries must be >= 0"), (2**64, OverflowError, "max_entries"),
+                             (2**62, RuntimeError, "cannot map")):
+        with pytest.raises(error, match=text):
+            unipool.host_record_history(bad)
+    assert unipool.host_history() == []  # still off
+    with pytest.raises(TypeError, match="host_history"):
+        unipool.host_history(10)
+    unipool.host_validate()
+
+
 @covers("unipool.library_path")
 def test_library_path_says_where_it_looked(monkeypatch):
     with pytest.raises(TypeError):

@@ -82,9 +82,15 @@ def host_record_history(max_entries: int | None = 100_000) -> None:
     """From now on the host pool keeps its last ``max_entries`` alloc, free and
     pinning events (what was recorded before is dropped); ``None`` or 0 stops
     recording and drops the history. Off by default."""
-    n = 0 if max_entries is None else _operator.index(max_entries)
+    try:
+        n = 0 if max_entries is None else _operator.index(max_entries)
+    except TypeError:
+        raise TypeError(f"unipool.host_record_history: max_entries must be an int or None, "
+                        f"got {type(max_entries).__name__} {max_entries!r}") from None
     if n < 0:
         raise ValueError(f"unipool.host_record_history: max_entries must be >= 0 or None, got {n}")
+    if n >= 2**64:  # the extension takes a size_t
+        raise OverflowError(f"unipool.host_record_history: max_entries={n} is out of range (0 .. 2^64-1)")
     _C._host_record_history(n)
 
 
