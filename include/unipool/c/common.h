@@ -23,7 +23,8 @@ typedef enum unipool_status {
   UNIPOOL_FOREIGN = 9 /* an allocation of another range allocator */
 } unipool_status_t;
 
-/* A static, human-readable description of a status. */
+/* A static, human-readable description of a status; "unknown status" for a
+ * value that is none. */
 const char* unipool_status_string(unipool_status_t status);
 
 /* Same values as unipool::PinningState (include/unipool/host_config.hpp):
@@ -35,7 +36,8 @@ typedef enum unipool_pinning_state {
   UNIPOOL_PINNING_PARTIALLY_PINNED = 3 /* best_effort, some registrations failed */
 } unipool_pinning_state_t;
 
-/* A static, human-readable description ("pinned", "pageable (pinned=off)"). */
+/* A static, human-readable description ("pinned", "pageable (pinned=off)");
+ * "unknown pinning state" for a value that is none. */
 const char* unipool_pinning_state_string(unipool_pinning_state_t state);
 
 /* The last error message of this thread (a config key that was wrong, the
