@@ -123,8 +123,10 @@ void bind_host_tensors(py::module_& m) {
   m.def("host_trim", [] { host_pool().trim(); });
   m.def("host_reset_peak_stats", [] { host_pool().reset_peak_stats(); });
   m.def("_host_record_history", [](size_t max_entries) {
-    TORCH_CHECK(host_pool().record_history(max_entries), "unipool: cannot map a host history ring of ", max_entries,
-                " entries");
+    if (!host_pool().record_history(max_entries)) {  // out of memory, as docs/api.md's Python model says
+      PyErr_Format(PyExc_MemoryError, "unipool: cannot map a host history ring of %zu entries", max_entries);
+      throw py::error_already_set();
+    }
   });
   m.def("_host_history_json", [] { return host_pool().history_json(); });
 }
