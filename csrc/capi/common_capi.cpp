@@ -15,11 +15,24 @@ const char* last_error() noexcept { return t_last_error.c_str(); }
 
 }  // namespace unipool::capi
 
+// The C enum mirrors unipool::Status value for value.
+static_assert(UNIPOOL_OK == static_cast<int>(unipool::Status::ok));
+static_assert(UNIPOOL_ZERO_SIZE == static_cast<int>(unipool::Status::zero_size));
+static_assert(UNIPOOL_TOO_LARGE == static_cast<int>(unipool::Status::too_large));
+static_assert(UNIPOOL_OUT_OF_SPACE == static_cast<int>(unipool::Status::out_of_space));
+static_assert(UNIPOOL_ALLOCATION_LIMIT == static_cast<int>(unipool::Status::allocation_limit));
+static_assert(UNIPOOL_NOT_LIVE == static_cast<int>(unipool::Status::not_live));
+static_assert(UNIPOOL_BAD_ALIGNMENT == static_cast<int>(unipool::Status::bad_alignment));
+static_assert(UNIPOOL_BAD_ARGUMENT == static_cast<int>(unipool::Status::bad_argument));
+static_assert(UNIPOOL_BACKEND_ERROR == static_cast<int>(unipool::Status::backend_error));
+static_assert(UNIPOOL_FOREIGN == static_cast<int>(unipool::Status::foreign));
+static_assert(UNIPOOL_CORRUPTED == static_cast<int>(unipool::Status::corrupted));
+
 // Checked before the cast: unipool::Status is 8 bits wide, so a C caller's
 // 256 would read as UNIPOOL_OK.
 extern "C" const char* unipool_status_string(unipool_status_t status) {
   const auto value = static_cast<long long>(status);
-  if (value < UNIPOOL_OK || value > UNIPOOL_FOREIGN) return "unknown status";
+  if (value < UNIPOOL_OK || value > UNIPOOL_CORRUPTED) return "unknown status";
   return unipool::to_string(static_cast<unipool::Status>(status));
 }
 

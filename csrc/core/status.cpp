@@ -16,6 +16,7 @@ const char* to_string(Status s) noexcept {
     case Status::bad_argument: return "invalid argument";
     case Status::backend_error: return "the memory backend failed (see the message)";
     case Status::foreign: return "the allocation belongs to another allocator";
+    case Status::corrupted: return "heap corruption: a free block was written after it was freed";
   }
   return "unknown status";
 }

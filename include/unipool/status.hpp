@@ -16,6 +16,7 @@ enum class Status : uint8_t {
   bad_argument,      // any other invalid argument
   backend_error,     // the memory backend failed for a reason other than being full
   foreign,           // an allocation made by another allocator
+  corrupted,         // the pool found its own metadata overwritten (a write after free)
 };
 
 // A short, stable, human-readable description ("double free or ...").
