@@ -123,6 +123,8 @@ Status apply(HostPoolConfig& c, Text key, Text value) noexcept {
     if (ok) c.first_touch = b ? 1 : 0;
   } else if (key.is("pin_thread")) {
     ok = parse_bool(value, &c.pin_thread);
+  } else if (key.is("hardened")) {
+    ok = parse_bool(value, &c.hardened);
   } else if (key.is("reserve")) {
     ok = parse_size(value, &c.reserve);
   } else if (key.is("chunk")) {
@@ -165,7 +167,7 @@ class SeenKeys {
   }
 
  private:
-  static constexpr size_t kMax = 32;  // apply() knows 16
+  static constexpr size_t kMax = 32;  // apply() knows 17
   Text keys_[kMax];
   size_t count_ = 0;
 };
@@ -275,6 +277,7 @@ std::string HostPoolConfig::to_string() const {
   add("huge_cache_bytes", std::to_string(huge_cache_bytes));
   if (retain != ~uint64_t{0}) add("retain", std::to_string(retain));
   add("limit", std::to_string(limit));
+  add("hardened", hardened ? "on" : "off");
   return s;
 }
 

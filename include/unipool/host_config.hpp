@@ -92,6 +92,13 @@ struct HostPoolConfig {
   // Cap on committed bytes (arenas + huge mappings); 0 = none. Past it an
   // allocation fails with Status::out_of_space.
   uint64_t limit = 0;
+  // Encode every free-list link of small and middle pages with a per-page
+  // secret key and check each link and block before following it, so a
+  // write after free is reported (Status::corrupted; the malloc face aborts
+  // with a message) instead of being followed. Off by default: it costs a
+  // few percent on small-object churn (docs/host_pool.md, "Hardened free
+  // lists"); without it only a link that leaves its page is caught.
+  bool hardened = false;
 
   // Throws std::invalid_argument naming the offending key. "" = defaults.
   static HostPoolConfig parse(std::string_view text);

@@ -16,8 +16,9 @@ TEST(HostConfig, ParsesEveryKey) {
   const HostPoolConfig c = HostPoolConfig::parse(
       "pinned=best_effort, thread_cache=size,numa_node=0,huge_pages=on,first_touch=off,reserve=2GiB,"
       "chunk=8M,max_pin=256MiB,middle_max=16KiB,huge_threshold=64MB,huge_cache=4,huge_cache_bytes=512m,"
-      "retain=0,limit=1T,pin_thread=on");
+      "retain=0,limit=1T,pin_thread=on,hardened=on");
   EXPECT_EQ(c.pinned, HostPinned::best_effort);
+  EXPECT_TRUE(c.hardened);
   EXPECT_TRUE(c.pin_thread);
   EXPECT_EQ(c.thread_cache, HostThreadCache::size);
   EXPECT_EQ(c.numa_node, 0);
@@ -39,12 +40,14 @@ TEST(HostConfig, EmptyGivesDefaultsAndToStringRoundTrips) {
   EXPECT_EQ(d.pinned, HostPinned::off);
   EXPECT_EQ(d.thread_cache, HostThreadCache::performance);
   EXPECT_FALSE(d.pin_thread);
+  EXPECT_FALSE(d.hardened);
   const HostPoolConfig c =
-      HostPoolConfig::parse("pinned=on,thread_cache=none,huge_pages=hugetlb,chunk=4MiB,pin_thread=on");
+      HostPoolConfig::parse("pinned=on,thread_cache=none,huge_pages=hugetlb,chunk=4MiB,pin_thread=on,hardened=1");
   const HostPoolConfig back = HostPoolConfig::parse(c.to_string());
   EXPECT_EQ(back.to_string(), c.to_string());
   EXPECT_EQ(back.pinned, HostPinned::on);
   EXPECT_TRUE(back.pin_thread);
+  EXPECT_TRUE(back.hardened);
   EXPECT_EQ(back.huge_pages, HostHugePages::hugetlb);
 }
 
@@ -75,6 +78,7 @@ TEST(HostConfig, ErrorsNameTheKey) {
   expect_error("pinned=on,pin_thread=sometimes", "sometimes");
   expect_error("pin_thread=on", "pin_thread");  // needs pinned=on or best_effort
   expect_error("pinned=off,pin_thread=1", "pinned=on");
+  expect_error("hardened=maybe", "hardened");
   expect_error("pinned", "not key=value");
   expect_error("limit=99999999999999999999999", "limit");
 }
