@@ -11,22 +11,15 @@
 
 #include "backend/host_pinner.hpp"
 #include "host/engine_fast.hpp"
+#include "host/free_link.hpp"
 
 namespace unipool::host {
 namespace {
 
-uint64_t mix(uint64_t x) noexcept {  // splitmix64's finalizer
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 uint64_t make_secret(const void* self) noexcept {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  const uint64_t s = mix(static_cast<uint64_t>(ts.tv_nsec) ^ (static_cast<uint64_t>(ts.tv_sec) << 32) ^
+  const uint64_t s = mix64(static_cast<uint64_t>(ts.tv_nsec) ^ (static_cast<uint64_t>(ts.tv_sec) << 32) ^
                          reinterpret_cast<uintptr_t>(self));
   return s & ~uint64_t{15};  // keeps cookies distinct from the deferred mark bits
 }
@@ -77,6 +70,7 @@ Engine::Engine(const HostPoolConfig& config) : config_(config) {
   const char* why = nullptr;
   if (config_.check(&why) != Status::ok) throw std::invalid_argument(std::string("unipool host pool: ") + why);
   secret_ = make_secret(this);
+  hardened_ = config_.hardened;
   middle_max_ = config_.middle_max;
   huge_threshold_ = config_.huge_threshold;
   switch (config_.thread_cache) {
@@ -222,8 +216,9 @@ void* Engine::allocate_slow(size_t size, size_t alignment, bool* fresh) noexcept
       if (Heap* heap = heap_for_thread()) {
         Page* page = heap->hot[cls].page;
         if (page->free != nullptr) {
-          bump(heap->hot[cls].allocs);
-          return pop_block(page);
+          Block* b = pop_block(page);
+          if (b != nullptr) bump(heap->hot[cls].allocs);
+          return b;
         }
         return heap_alloc_slow(heap, cls);
       }

@@ -182,12 +182,26 @@ class Engine {
   void release_segment(Segment* segment) noexcept;
   void format_page(Page* page, uint32_t cls) noexcept;
   bool extend_page(Page* page) noexcept;
-  uint32_t collect_remote(Page* page) noexcept;
+  // Moves the remote frees to the local list; *damaged (if given) is set when
+  // a damaged block ended the walk (reported, dropped).
+  uint32_t collect_remote(Page* page, bool* damaged = nullptr) noexcept;
   void flush_class(Heap* heap, uint32_t cls) noexcept;
   void maybe_flush_class(Heap* heap, uint32_t cls) noexcept;
   static constexpr int64_t kFlushBytes = 64 << 10;  // live-count drift folded at once
   void abandon_pages(Heap* heap) noexcept;
+  // nullptr (reported) when the block at the head of the list fails its checks.
   Block* pop_block(Page* page) noexcept;
+
+  // ---- free-list links (free_link.hpp; reports: engine_corruption.cpp) ----
+  inline void set_link(const Page* page, Block* block, const Block* next) const noexcept;
+  // The block after `block` on its list, checked as the mode asks before
+  // anyone follows it; false: `block` was written after it was freed.
+  inline bool next_of(const Page* page, const Block* block, Block** next) const noexcept;
+  // Every check, whatever the mode (slow paths, validate()).
+  inline bool next_checked(const Page* page, const Block* block, Block** next) const noexcept;
+  // Counts and reports a free block found written after it was freed (the
+  // caller drops it and the rest of its list, never following the link).
+  void report_corruption(const Page* page, const Block* block) const noexcept;
 
   // ---- large (engine_large.cpp) ----
   void* allocate_large(size_t size, size_t alignment, bool* fresh) noexcept;
@@ -265,6 +279,7 @@ class Engine {
   void fill_bytes(HostPoolStats& st, const LiveSums& live, const SegmentSums& segments) const noexcept;
   void fill_counters(HostPoolStats& st, const LiveSums& live) const noexcept;
   bool validate_pages(const int64_t live[kNumClasses], Message* why) const;
+  int64_t free_list_length(const Page& page, const Block* head, bool local, Message* why) const;
   bool is_deferred(const void* p) const noexcept;
   void refresh_fast_span() noexcept;  // deferred_lock_ held
   // A live block's footprint (what it holds of the pool) and the size its
@@ -282,6 +297,7 @@ class Engine {
   alignas(64) uint64_t middle_max_ = 0;
   uint64_t generation_ = ~uint64_t{0};  // heaps are used iff slot_ != 0
   uint32_t slot_ = 0;                   // heap slot: 0 when thread caches are off
+  bool hardened_ = false;               // config_.hardened, here for the fast paths' line
   uint64_t secret_ = 0;
   // Arena 0's bounds and slot map. fast_span_ is its size while no deferred
   // free is pending and 0 otherwise, so one compare sends every free to the
@@ -357,6 +373,8 @@ class Engine {
 
   mutable PinThread pin_;
   mutable std::atomic<uint64_t> misuse_count_{0};
+  mutable std::atomic<uint64_t> corruption_count_{0};
+  mutable Message first_corruption_;  // written once, by the report that counted the first
 };
 
 }  // namespace unipool::host

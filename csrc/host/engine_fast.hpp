@@ -1,7 +1,8 @@
 // unipool host: the engine's fast paths, inlined into HostPool's members.
 //
 // allocate: thread state -> heap of this pool -> current page of the class ->
-//   pop the page's free list. No lock, no atomic read-modify-write.
+//   pop the page's free list, its link checked first (free_link.hpp). No
+//   lock, no atomic read-modify-write.
 // free: arena bounds -> segment (mask) -> page (shift) -> block checks ->
 //   owner is this thread -> free bitmap bit clear, no remote frees pending ->
 //   push on the page's free list. Anything else (other
@@ -9,6 +10,7 @@
 #pragma once
 
 #include "host/engine.hpp"
+#include "host/free_link.hpp"
 
 namespace unipool::host {
 
@@ -21,8 +23,10 @@ inline void* Engine::pop_fast(uint32_t cls) noexcept {
     HeapClassHot& hot = ref.heap->hot[cls];
     Page* page = hot.page;
     Block* b = page->free;
-    if (UNIPOOL_LIKELY(b != nullptr)) {
-      Block* next = b->next;
+    Block* next = nullptr;
+    // A block that fails its checks is left for the slow path, which pops
+    // the same block, fails the same check and reports it.
+    if (UNIPOOL_LIKELY(b != nullptr) && UNIPOOL_LIKELY(next_of(page, b, &next))) {
       page->free = next;
       // The next block of this class is usually a cold line (freed long ago
       // in a big live set): start fetching it now, not at the next call.
@@ -75,7 +79,7 @@ inline Status Engine::free(void* p) noexcept {
                        page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread) &&
                        !page->bit_is_free(static_cast<uint32_t>(idx)) &&
                        page->xfree.load(std::memory_order_relaxed) == nullptr)) {
-      b->next = page->free;
+      set_link(page, b, page->free);
       b->cookie = a ^ secret_;
       page->mark_free(static_cast<uint32_t>(idx));
       page->free = b;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "host/engine.hpp"
+#include "host/free_link.hpp"
 
 namespace unipool::host {
 
@@ -65,7 +66,7 @@ bool Engine::extend_page(Page* page) noexcept {
   // Link back to front, so the list runs in address order.
   for (uint32_t i = n; i-- > 0;) {
     auto* b = reinterpret_cast<Block*>(first + uint64_t{i} * page->block_size);
-    b->next = head;
+    set_link(page, b, head);
     b->cookie = reinterpret_cast<uintptr_t>(b) ^ secret_;
     head = b;
   }
@@ -75,18 +76,28 @@ bool Engine::extend_page(Page* page) noexcept {
   return true;
 }
 
-uint32_t Engine::collect_remote(Page* page) noexcept {
+// Every link of the remote list gets every check (this is no fast path), and
+// a block already on the local list (its bit set) cannot be on this one too.
+// A block that fails ends the walk: it and the blocks behind it stay counted
+// as used and are never handed out (engine_corruption.cpp).
+uint32_t Engine::collect_remote(Page* page, bool* damaged) noexcept {
   Block* list = page->take_remote();
-  if (list == nullptr) return 0;
-  uint32_t n = 1;
-  Block* tail = list;
-  page->mark_free(page->index_of(tail));
-  while (tail->next != nullptr) {
-    tail = tail->next;
-    page->mark_free(page->index_of(tail));
+  uint32_t n = 0;
+  Block* tail = nullptr;
+  for (Block* b = list; b != nullptr;) {
+    Block* next = nullptr;
+    if (!next_checked(page, b, &next) || page->bit_is_free(page->index_of(b)) || n == page->capacity) {
+      report_corruption(page, b);
+      if (damaged != nullptr) *damaged = true;
+      break;
+    }
+    page->mark_free(page->index_of(b));
+    tail = b;
     ++n;
+    b = next;
   }
-  tail->next = page->free;
+  if (n == 0) return 0;
+  set_link(page, tail, page->free);
   page->free = list;
   page->used.store(page->used.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
   return n;
@@ -94,7 +105,14 @@ uint32_t Engine::collect_remote(Page* page) noexcept {
 
 Block* Engine::pop_block(Page* page) noexcept {
   Block* b = page->free;
-  page->free = b->next;
+  Block* next = nullptr;
+  // The fast path's check, so a block it left here fails here too.
+  if (!next_of(page, b, &next)) {
+    report_corruption(page, b);
+    page->free = nullptr;  // the rest of the list is behind the damaged link
+    return nullptr;
+  }
+  page->free = next;
   b->cookie = 0;
   page->mark_live(page->index_of(b));
   page->used.store(page->used.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -234,6 +252,7 @@ Segment* Engine::new_segment(uint8_t kind) noexcept {
     Page* page = new (&seg->pages[i]) Page{};
     page->index = static_cast<uint8_t>(i);
     page->kind = kind;
+    page->link_key = page_link_key(secret_, page);
   }
   link_free(&free_segments_[kind], seg);
   return seg;

@@ -5,6 +5,7 @@
 
 #include "backend/os/os_memory.hpp"
 #include "host/engine.hpp"
+#include "host/free_link.hpp"
 
 namespace unipool::host {
 
@@ -79,13 +80,18 @@ void* Engine::heap_alloc_slow(Heap* heap, uint32_t cls) noexcept {
   const uint64_t bit = uint64_t{1} << cls;
   maybe_flush_class(heap, cls);
   Page* page = hot.page;
+  // An allocation that finds a damaged block fails (Status::corrupted), even
+  // where other blocks could serve it: the caller learns of the corruption.
+  bool damaged = false;
   for (;;) {
     if (page != &g_empty_page) {
-      if (page->free == nullptr) collect_remote(page);
+      if (page->free == nullptr) collect_remote(page, &damaged);
+      if (damaged) return nullptr;
       if (page->free == nullptr) extend_page(page);
       if (page->free != nullptr) {
-        bump(hot.allocs);
-        return pop_block(page);
+        Block* b = pop_block(page);  // nullptr: a damaged block, reported
+        if (b != nullptr) bump(hot.allocs);
+        return b;
       }
       lists.avail.remove(page);
       page->in_full = 1;
@@ -95,13 +101,14 @@ void* Engine::heap_alloc_slow(Heap* heap, uint32_t cls) noexcept {
       heap->remote_mask.fetch_and(~bit, std::memory_order_acq_rel);
       for (Page* p = lists.full.head; p != nullptr;) {
         Page* next = p->next;
-        if (p->xfree.load(std::memory_order_relaxed) != nullptr && collect_remote(p) > 0) {
+        if (p->xfree.load(std::memory_order_relaxed) != nullptr && collect_remote(p, &damaged) > 0) {
           lists.full.remove(p);
           p->in_full = 0;
           lists.avail.push(p);
         }
         p = next;
       }
+      if (damaged) return nullptr;
     }
     page = lists.avail.head;
     if (page != nullptr) {
@@ -161,16 +168,20 @@ void* Engine::shared_alloc(uint32_t cls) noexcept {
   SharedClass& sc = shared_[cls];
   LockGuard lock(sc.lock);
   Page* page = sc.page;
+  bool damaged = false;  // as in heap_alloc_slow
   for (;;) {
     if (page != &g_empty_page) {
-      if (page->free == nullptr) collect_remote(page);
+      if (page->free == nullptr) collect_remote(page, &damaged);
+      if (damaged) return nullptr;
       if (page->free == nullptr) extend_page(page);
       if (page->free != nullptr) {
+        Block* b = pop_block(page);  // nullptr: a damaged block, reported
+        if (b == nullptr) return nullptr;
         bump(sc.allocs);
         requested_.add(kClassSize[cls]);
         allocated_.add(kClassSize[cls]);
         small_flushed_.fetch_add(kClassSize[cls], std::memory_order_relaxed);
-        return pop_block(page);
+        return b;
       }
       sc.avail.remove(page);
       sc.adoptable.fetch_sub(1, std::memory_order_relaxed);
@@ -180,7 +191,7 @@ void* Engine::shared_alloc(uint32_t cls) noexcept {
     if (sc.remote_hint.exchange(false, std::memory_order_acq_rel)) {
       for (Page* p = sc.full.head; p != nullptr;) {
         Page* next = p->next;
-        if (p->xfree.load(std::memory_order_relaxed) != nullptr && collect_remote(p) > 0) {
+        if (p->xfree.load(std::memory_order_relaxed) != nullptr && collect_remote(p, &damaged) > 0) {
           sc.full.remove(p);
           p->in_full = 0;
           sc.avail.push(p);
@@ -188,6 +199,7 @@ void* Engine::shared_alloc(uint32_t cls) noexcept {
         }
         p = next;
       }
+      if (damaged) return nullptr;
     }
     page = sc.avail.head;
     if (page != nullptr) {
@@ -225,7 +237,7 @@ Status Engine::free_block(Page* page, Block* block) noexcept {
   if (owner == kOwnerShared) {
     free_shared(page, block);
   } else if (owner == reinterpret_cast<uintptr_t>(t_thread) && t_thread != &g_empty_thread) {
-    block->next = page->free;
+    set_link(page, block, page->free);
     block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
     page->mark_free(page->index_of(block));
     page->free = block;
@@ -245,7 +257,7 @@ void Engine::free_remote(Page* page, Block* block) noexcept {
   block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
   Block* head = page->xfree.load(std::memory_order_relaxed);
   do {
-    block->next = head;
+    set_link(page, block, head);
   } while (!page->xfree.compare_exchange_weak(head, block, std::memory_order_seq_cst, std::memory_order_relaxed));
   if (head == nullptr) {
     // The first pending block: tell whoever owns the page now.
@@ -266,7 +278,7 @@ void Engine::free_shared(Page* page, Block* block) noexcept {
   {
     LockGuard lock(sc.lock);
     if (page->owner.load(std::memory_order_seq_cst) == kOwnerShared) {
-      block->next = page->free;
+      set_link(page, block, page->free);
       block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
       page->mark_free(page->index_of(block));
       page->free = block;

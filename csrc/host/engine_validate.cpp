@@ -2,6 +2,7 @@
 #include <bit>
 
 #include "host/engine.hpp"
+#include "host/free_link.hpp"
 
 namespace unipool::host {
 namespace {
@@ -11,36 +12,49 @@ bool bad(Message* why, const char* what) {
   return false;
 }
 
-// Walks a free list of a page: every block a block start of the page's
-// carved region, with its free cookie, no cycle. Returns the count or -1.
-int64_t count_list(const Page& page, const Block* b, uint64_t secret) {
-  int64_t n = 0;
-  const uint64_t carved = uint64_t{page.extended.load(std::memory_order_relaxed)} * page.block_size;
-  for (; b != nullptr; b = b->next) {
-    const uint64_t off = page.page_offset_of(b);
-    if (off >= carved || off % page.block_size != 0) return -1;
-    if (b->cookie != (reinterpret_cast<uintptr_t>(b) ^ secret)) return -1;
-    if (++n > page.capacity) return -1;
-  }
-  return n;
-}
-
-// The free bitmap has exactly the blocks of the local free list (already
-// checked to be `local` distinct carved block starts).
-bool bitmap_matches(const Page& page, int64_t local) {
+// The free bitmap has as many bits set as the local free list has blocks
+// (each of which free_list_length() found with its bit set).
+bool bitmap_count_matches(const Page& page, int64_t local) {
   const uint64_t* bits = page.free_bitmap();
   int64_t set = 0;
   for (uint32_t w = 0; w < (page.capacity + 63) / 64; ++w) set += std::popcount(bits[w]);
-  if (set != local) return false;
-  for (const Block* b = page.free; b != nullptr; b = b->next) {
-    if (!page.bit_is_free(page.index_of(b))) return false;
-  }
-  return true;
+  return set == local;
 }
 
 }  // namespace
 
+// Walks a free list of a page with every check of free_link.hpp: each block
+// a carved block start with its cookie, its bit set on the local list and
+// clear on the remote one, no cycle. Returns the count, or -1 with the reason.
+int64_t Engine::free_list_length(const Page& page, const Block* head, bool local, Message* why) const {
+  int64_t n = 0;
+  for (const Block* b = head; b != nullptr;) {
+    Block* next = nullptr;
+    if (!next_checked(&page, b, &next)) {
+      why->add("heap corruption: the free block at ").add_ptr(b).add(" was written after it was freed (a ")
+          .add_dec(page.block_size).add("-byte block)");
+      return -1;
+    }
+    if (page.bit_is_free(page.index_of(b)) != local) {
+      bad(why, local ? "page: a block on the local free list has its free bit clear"
+                     : "page: a block on the remote free list has its free bit set");
+      return -1;
+    }
+    if (++n > page.capacity) {
+      bad(why, "page: a cycle in a free list");
+      return -1;
+    }
+    b = next;
+  }
+  return n;
+}
+
 bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const {
+  if (const uint64_t n = corruption_count_.load(std::memory_order_relaxed)) {
+    why->add("heap corruption was found ").add_dec(n).add(n == 1 ? " time" : " times").add(" (the blocks were dropped)")
+        .add("; the first: ").add(first_corruption_.c_str());
+    return false;
+  }
   int64_t page_live[kNumClasses] = {};
   uint64_t formatted = 0, listed = 0, segments = 0, cached_segments = 0;
   for (const Segment* seg = all_segments_; seg != nullptr; seg = seg->all_next) {
@@ -77,10 +91,11 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
       if (page.kind != seg->kind || is_small_class(page.cls) != (seg->kind == 0)) {
         return bad(why, "page: class of the wrong page kind");
       }
-      const int64_t local = count_list(page, page.free, secret_);
-      const int64_t remote = count_list(page, page.xfree.load(std::memory_order_relaxed), secret_);
-      if (local < 0 || remote < 0) return bad(why, "page: corrupt free list (foreign block, bad cookie or cycle)");
-      if (!bitmap_matches(page, local)) return bad(why, "page: free bitmap differs from the local free list");
+      const int64_t local = free_list_length(page, page.free, true, why);
+      if (local < 0) return false;
+      const int64_t remote = free_list_length(page, page.xfree.load(std::memory_order_relaxed), false, why);
+      if (remote < 0) return false;
+      if (!bitmap_count_matches(page, local)) return bad(why, "page: free bitmap differs from the local free list");
       const uint32_t used = page.used.load(std::memory_order_relaxed);
       const uint32_t extended = page.extended.load(std::memory_order_relaxed);
       if (extended > page.capacity || used + local != extended) {

@@ -1,12 +1,14 @@
 // unipool host: per-thread last error.
 #include "host/errors.hpp"
 
+#include <atomic>
 #include <cstring>
 
 namespace unipool::host {
 namespace {
 thread_local Status t_status = Status::ok;
 thread_local char t_message[256] = "";
+std::atomic<CorruptionHandler> g_corruption_handler{nullptr};
 }  // namespace
 
 Message& Message::add(const char* text) noexcept {
@@ -54,5 +56,10 @@ Status fail(Status status, const char* message) noexcept {
 
 Status thread_last_status() noexcept { return t_status; }
 const char* thread_last_error() noexcept { return t_message; }
+
+void set_corruption_handler(CorruptionHandler handler) noexcept {
+  g_corruption_handler.store(handler, std::memory_order_release);
+}
+CorruptionHandler corruption_handler() noexcept { return g_corruption_handler.load(std::memory_order_acquire); }
 
 }  // namespace unipool::host

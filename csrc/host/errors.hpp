@@ -45,4 +45,15 @@ Status fail(Status status, const char* message) noexcept;
 Status thread_last_status() noexcept;
 const char* thread_last_error() noexcept;
 
+// Heap corruption (a free block written after it was freed: free_link.hpp)
+// is reported to the caller as Status::corrupted where it can be (an
+// allocation), but it may also be found while freeing or at thread exit,
+// where no caller waits for a status. A handler installed here hears of
+// every one, with its message, before the engine returns: the malloc face
+// installs one that aborts, as glibc does on its heap checks. Process-wide
+// (per copy of the engine: the face links its own); nullptr: none.
+using CorruptionHandler = void (*)(const char* message) noexcept;
+void set_corruption_handler(CorruptionHandler handler) noexcept;
+CorruptionHandler corruption_handler() noexcept;
+
 }  // namespace unipool::host

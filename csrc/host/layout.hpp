@@ -6,9 +6,10 @@
 // blocks of one size class. From any block address the free path finds the
 // segment by masking and the page by a shift: no search, no registry.
 //
-// A free block holds the next link of its list and a cookie (its address
-// mixed with the pool's secret); a live block's cookie word is cleared when it
-// is handed out. The slow paths tell a double free from a first one by the
+// A free block holds the link to the next block of its list (plain, or
+// encoded with its page's key under hardened=on: free_link.hpp) and a cookie
+// (its address mixed with the pool's secret); a live block's cookie word is
+// cleared when it is handed out. The slow paths tell a double free from a first one by the
 // cookie. The owner's fast free path must not read the block (a cold line that
 // it otherwise only writes), so each page also keeps a bitmap in the segment
 // header:
@@ -44,7 +45,7 @@ inline constexpr uint64_t kBitmapBytes = 512;
 inline constexpr uint64_t kSegmentHeaderBytes = kSegmentBitmapsOffset + 64 * kBitmapBytes;
 
 struct Block {
-  Block* next;
+  uintptr_t link;    // the next free block: read it with Engine::next_of, never directly
   uintptr_t cookie;  // address ^ pool secret while free, 0 while live
 };
 
@@ -75,6 +76,7 @@ struct alignas(64) Page {
   Page* next = nullptr;
   Page* prev = nullptr;
   std::atomic<Block*> xfree{nullptr};    // frees by other threads (lock-free push)
+  uint64_t link_key = 0;                 // hardened=on: encodes the links of its blocks (set once per segment)
 
   // A plain load first: most pages have no remote frees, and an exchange
   // would take the line exclusive every time.

@@ -5,6 +5,7 @@ list(APPEND UNIPOOL_SOURCES
   host/arena_ahead.cpp
   host/config.cpp
   host/engine.cpp
+  host/engine_corruption.cpp
   host/engine_deferred.cpp
   host/engine_huge.cpp
   host/engine_large.cpp

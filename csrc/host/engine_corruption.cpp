@@ -1,0 +1,22 @@
+// unipool host: reporting a free block that was written after it was freed.
+//
+// The checks are in free_link.hpp; the paths that pop or collect blocks call
+// report_corruption() when one fails and then drop the block with the rest
+// of its list. Dropped blocks are never handed out again (the program that
+// wrote into one may still hold it); the page keeps counting a dropped
+// remote block as used and a dropped local one as free but unlisted, so it
+// is leaked, not reused, until the page empties and is formatted anew.
+#include "host/engine.hpp"
+
+namespace unipool::host {
+
+void Engine::report_corruption(const Page* page, const Block* block) const noexcept {
+  Message what;
+  what.add("heap corruption: the free block at ").add_ptr(block).add(" was written after it was freed (a ")
+      .add_dec(page->block_size).add("-byte block; its free-list link or cookie was overwritten)");
+  if (corruption_count_.fetch_add(1, std::memory_order_relaxed) == 0) first_corruption_ = what;
+  fail(Status::corrupted, Message{}.add("unipool host pool: ").add(what.c_str()));
+  if (CorruptionHandler handler = corruption_handler()) handler(what.c_str());
+}
+
+}  // namespace unipool::host
