@@ -3,16 +3,23 @@
 //   misuse double_free | foreign | interior | realloc_foreign | realloc_interior
 //          | realloc_freed | reallocarray_foreign | cfree_foreign | delete_foreign
 //          | delete_array_foreign
+//   misuse write_after_free SIZE garbage|zero owner|other_thread
 //
 // Run under LD_PRELOAD only: each case must abort (SIGABRT) with a line on
 // stderr naming the call and the pointer (run_under_preload.py checks it).
+// write_after_free frees a block (from this thread or another), writes over
+// its first 8 bytes and allocates until the pool reaches it; it prints
+// "victim=<address>" on stderr first, for the check of the message.
 #include <dlfcn.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
+#include <thread>
 
 namespace {
 void* (*volatile g_malloc)(size_t) = std::malloc;
@@ -74,13 +81,37 @@ bool free_misuse(const std::string& what, char* not_heap) {
   return true;
 }
 
+// Returns only if the pool never noticed the write.
+void write_after_free(size_t size, const std::string& value, const std::string& freed_by) {
+  void* keep = g_malloc(size);
+  void* victim = g_malloc(size);
+  char line[64];
+  const int n = std::snprintf(line, sizeof line, "victim=%p\n", victim);
+  if (write(STDERR_FILENO, line, static_cast<size_t>(n)) != n) return;
+  if (freed_by == "owner") {
+    g_free(victim);
+  } else {
+    std::thread([victim] { g_free(victim); }).join();
+  }
+  const uint64_t word = value == "zero" ? 0 : 0x4141414141414141ull;
+  std::memcpy(victim, &word, sizeof word);  // the write after free
+  for (int i = 0; i < 20000; ++i) {
+    if (g_malloc(size) == nullptr) break;
+  }
+  g_free(keep);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const std::string what = argv[1];
   static char not_heap[256];
-  if (!free_misuse(what, not_heap) && !realloc_misuse(what, not_heap)) return 2;
+  if (what == "write_after_free" && argc == 5) {
+    write_after_free(std::strtoull(argv[2], nullptr, 10), argv[3], argv[4]);
+  } else if (!free_misuse(what, not_heap) && !realloc_misuse(what, not_heap)) {
+    return 2;
+  }
   std::printf("misuse %s was not caught\n", what.c_str());
   return 1;
 }

@@ -7,7 +7,8 @@
       lines is made first and its path appended to CMD.
   run_under_preload.py abort --lib L --expect TEXT -- CMD...
       Runs CMD with the face preloaded; it must die of SIGABRT and print TEXT
-      (and the face's "unipool malloc: " prefix) on stderr.
+      (and the face's "unipool malloc: " prefix) on stderr. "{victim}" in
+      TEXT stands for the address CMD printed as "victim=ADDRESS" on stderr.
   run_under_preload.py warn --lib L --expect TEXT -- CMD...
       Runs CMD with the face preloaded; it must exit 0 and print TEXT (and
       the face's prefix) on stderr: a refusal the face reports and survives.
@@ -21,6 +22,7 @@
 import argparse
 import os
 import random
+import re
 import resource
 import signal
 import subprocess
@@ -103,7 +105,9 @@ def says_why(args, returncode: int, expected: str, outcome: str):
     face = run(args.cmd, args.lib)
     if face.returncode != returncode:
         return fail(f"expected {expected}", face)
-    for text in ("unipool malloc: ", args.expect):
+    victim = re.search(r"^victim=(0x[0-9a-f]+)$", face.stderr, re.M)
+    expect = args.expect.replace("{victim}", victim.group(1) if victim else "(no victim= line)")
+    for text in ("unipool malloc: ", expect):
         if text not in face.stderr:
             return fail(f"stderr lacks {text!r}", face)
     print(f"{outcome} as expected: {face.stderr.strip()}")
