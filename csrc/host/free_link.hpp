@@ -9,8 +9,8 @@
 //
 // Two modes (HostPoolConfig::hardened):
 //   off  the link is the plain address. Before it is followed it must be the
-//        end of the list or point into the carved blocks of its own page: a
-//        garbage link is reported, not dereferenced. A link redirected inside
+//        end of the list or point into its own page's blocks: a garbage link
+//        is reported, not dereferenced. A link redirected inside
 //        its page, or a cookie overwritten, is not seen here (validate() and
 //        the double-free check still read cookies).
 //   on   the link is stored encoded with the page's secret key, and a block
@@ -67,15 +67,16 @@ inline Block* decode_link(uint64_t key, uintptr_t stored) noexcept {
   return reinterpret_cast<Block*>((stored * kLinkMulInverse) ^ key);
 }
 
-// p lies in the blocks carved from the page so far (no alignment check).
-inline bool in_carved_span(const Page* page, const void* p) noexcept {
-  return page->page_offset_of(p) < uint64_t{page->extended.load(std::memory_order_relaxed)} * page->block_size;
-}
+// p lies where the page's blocks go (carved or not; no alignment check): a
+// block popped from there reads mapped memory and has an index below the
+// page's capacity, so neither the pop nor its bitmap write leaves the page.
+inline bool in_page_span(const Page* page, const void* p) noexcept { return page->page_offset_of(p) < page->span; }
 
 // p is the start of a block carved from the page.
 inline bool is_carved_block(const Page* page, const void* p) noexcept {
   const uint64_t off = page->page_offset_of(p);
-  return in_carved_span(page, p) && ((off * page->reciprocal) >> 32) * page->block_size == off;
+  return off < uint64_t{page->extended.load(std::memory_order_relaxed)} * page->block_size &&
+         ((off * page->reciprocal) >> 32) * page->block_size == off;
 }
 
 inline void Engine::set_link(const Page* page, Block* block, const Block* next) const noexcept {
@@ -83,11 +84,12 @@ inline void Engine::set_link(const Page* page, Block* block, const Block* next) 
 }
 
 inline bool Engine::next_of(const Page* page, const Block* block, Block** next) const noexcept {
-  if (hardened_) return next_checked(page, block, next);
+  // Expected off: the default mode's code falls through.
+  if (__builtin_expect(hardened_, 0)) return next_checked(page, block, next);
   // One compare (and one for the end) on the allocation fast path: enough
   // that a garbage link is reported instead of dereferenced.
   *next = reinterpret_cast<Block*>(block->link);
-  return in_carved_span(page, *next) || *next == nullptr;
+  return in_page_span(page, *next) || *next == nullptr;
 }
 
 inline bool Engine::next_checked(const Page* page, const Block* block, Block** next) const noexcept {

@@ -59,7 +59,8 @@ struct alignas(64) Page {
   Block* free = nullptr;                 // owner only (or the class lock)
   std::atomic<uint32_t> used{0};         // live blocks; written by the owner only
   uint32_t block_size = 0;
-  uint64_t reciprocal = 0;               // ceil(2^32 / block_size)
+  uint32_t reciprocal = 0;               // ceil(2^32 / block_size) (<= 2^28)
+  uint32_t span = 0;                     // capacity * block_size: the bytes its blocks may occupy
   char* start = nullptr;                 // first block
   std::atomic<uintptr_t> owner{kOwnerNone};
   std::atomic<Heap*> heap{nullptr};      // owning heap (nullptr when shared)
