@@ -33,10 +33,16 @@ std::vector<Peer> select_peers(const std::vector<std::string>& names, const std:
                                std::vector<Peer>& policy_peers) {
   std::vector<Peer> all = default_peers(libs);
   std::vector<Peer> out;
+  auto wanted = [&](const std::string& name) {
+    return names.empty() || std::find(names.begin(), names.end(), name) != names.end();
+  };
   for (const auto& p : all) {
-    if (names.empty() || std::find(names.begin(), names.end(), p.name) != names.end()) out.push_back(p);
-    if (p.name == "unipool" && (names.empty() || std::find(names.begin(), names.end(), "unipool") != names.end())) {
-      policy_peers = unipool_policy_peers(p);
+    if (wanted(p.name)) out.push_back(p);
+    if (p.name == "unipool" && wanted("unipool")) policy_peers = unipool_policy_peers(p);
+    if (p.name != "unipool") continue;
+    for (const auto& v : unipool_variant_peers(p, libs)) {
+      // A unipool@NAME build was asked for by giving it; hardened by name or by default.
+      if (wanted(v.name) || (v.name.rfind("unipool@", 0) == 0 && wanted("unipool"))) out.push_back(v);
     }
   }
   return out;
@@ -56,9 +62,11 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "write the results as a JSON list");
   app.add_option("--workloads", workloads, "workloads to run (default: all)")->delimiter(',');
   app.add_option("--threads", threads, "thread counts (default 1,2,4)")->delimiter(',');
-  app.add_option("--allocators", allocators, "glibc,mimalloc,jemalloc,tcmalloc,unipool (default: all found)")
+  app.add_option("--allocators", allocators,
+                 "glibc,mimalloc,jemalloc,tcmalloc,unipool,unipool:hardened (default: all found)")
       ->delimiter(',');
-  app.add_option("--lib", libs, "NAME=PATH: the library to preload for an allocator");
+  app.add_option("--lib", libs,
+                 "NAME=PATH: the library to preload for an allocator; unipool@TAG=PATH adds a peer for another build");
   app.add_option("--repeat", repeat, "runs per cell, the median is kept (default 3, 1 with --quick)");
   app.add_option("--timeout", timeout_s, "seconds before a cell's process is killed");
   app.add_flag("--child", child, "internal: measure one cell in this process");

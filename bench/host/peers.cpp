@@ -71,4 +71,16 @@ std::vector<Peer> unipool_policy_peers(const Peer& unipool) {
   return out;
 }
 
+std::vector<Peer> unipool_variant_peers(const Peer& unipool, const std::map<std::string, std::string>& overrides) {
+  std::vector<Peer> out;
+  Peer hardened = unipool;
+  hardened.name = "unipool:hardened";
+  hardened.unipool_conf = "hardened=on";
+  out.push_back(hardened);
+  for (const auto& [name, path] : overrides) {
+    if (name.rfind("unipool@", 0) == 0) out.push_back(make_peer(name, path, unipool.expect_symbol));
+  }
+  return out;
+}
+
 }  // namespace host_bench

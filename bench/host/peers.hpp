@@ -27,6 +27,12 @@ std::vector<Peer> default_peers(const std::map<std::string, std::string>& overri
 // unipool with each thread-cache policy: "unipool:unlimited", ...
 std::vector<Peer> unipool_policy_peers(const Peer& unipool);
 
+// unipool beside itself, run in every workload: "unipool:hardened"
+// (UNIPOOL_HOST_CONF=hardened=on), and one "unipool@NAME" per
+// `--lib unipool@NAME=PATH` (another build of the face, e.g. the main branch,
+// to measure a change in the same run).
+std::vector<Peer> unipool_variant_peers(const Peer& unipool, const std::map<std::string, std::string>& overrides);
+
 // The thread-cache policies of the rpmalloc_random study, in report order.
 const std::vector<std::string>& thread_cache_policies();
 

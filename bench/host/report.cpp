@@ -53,6 +53,30 @@ std::vector<unsigned> thread_counts(const std::vector<CellResult>& rs, const std
   return t;
 }
 
+// unipool beside itself (unipool:hardened, unipool@TAG builds): each one's
+// throughput over plain unipool's in the same run, per thread count.
+void print_variants(std::ostream& out, const std::vector<CellResult>& rs, const std::string& workload) {
+  std::vector<std::string> variants;
+  for (const auto& r : rs) {
+    const bool variant = r.allocator == "unipool:hardened" || r.allocator.rfind("unipool@", 0) == 0;
+    if (variant && r.workload == workload &&
+        std::find(variants.begin(), variants.end(), r.allocator) == variants.end()) {
+      variants.push_back(r.allocator);
+    }
+  }
+  for (const auto& v : variants) {
+    for (const unsigned t : thread_counts(rs, workload)) {
+      const CellResult* mine = find(rs, v, workload, t);
+      const CellResult* plain = find(rs, "unipool", workload, t);
+      if (mine == nullptr || plain == nullptr) continue;
+      out << "- " << v << " / unipool x" << t << ": ops per CPU-second "
+          << ratio(mine->ops_per_cpu_s, plain, &CellResult::ops_per_cpu_s) << ", ops/s "
+          << ratio(mine->ops_per_s, plain, &CellResult::ops_per_s) << "\n";
+    }
+  }
+  if (!variants.empty()) out << "\n";
+}
+
 void print_general(std::ostream& out, const std::vector<CellResult>& rs, const std::string& workload) {
   out << "| allocator | threads | Mops/s | vs glibc | vs mimalloc | Mops/CPU-s | alloc p50 ns | alloc p99 ns "
          "| free p50 ns | free p99 ns | peak RSS MiB | page faults | usable/req | CPU share |\n"
@@ -221,6 +245,7 @@ void print_tables(std::ostream& out, const std::vector<CellResult>& results,
       print_general(out, results, w);
     }
     out << "\n";
+    print_variants(out, results, w);
   }
 }
 
