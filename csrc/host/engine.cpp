@@ -191,6 +191,8 @@ Status Engine::check_block(Page* page, const void* p) const noexcept {
 
 // ---- dispatch ----------------------------------------------------------------------
 
+void* Engine::allocate_hardened(size_t size) noexcept { return allocate_as<true>(size); }
+
 void* Engine::allocate_slow(size_t size, size_t alignment, bool* fresh) noexcept {
   if (fresh != nullptr) *fresh = false;
   if (size == 0) {

@@ -115,6 +115,14 @@ class Engine {
   // ---- fast paths: engine_fast.hpp ----
   inline void* pop_fast(uint32_t cls) noexcept;  // nullptr: take the slow path
   inline void* allocate(size_t size) noexcept;
+  // The fast paths' code for one mode. hardened=on runs an out-of-line copy
+  // (a tail call at the top of allocate), so the default mode's inlined code
+  // keeps no register across a call it does not make.
+  template <bool kHardened>
+  inline void* pop_fast_as(uint32_t cls) noexcept;
+  template <bool kHardened>
+  inline void* allocate_as(size_t size) noexcept;
+  void* allocate_hardened(size_t size) noexcept;
   inline void* allocate_aligned(size_t size, size_t alignment) noexcept;
   inline Status free(void* p) noexcept;
 
@@ -197,6 +205,8 @@ class Engine {
   // The block after `block` on its list, checked as the mode asks before
   // anyone follows it; false: `block` was written after it was freed.
   inline bool next_of(const Page* page, const Block* block, Block** next) const noexcept;
+  template <bool kHardened>
+  inline bool next_as(const Page* page, const Block* block, Block** next) const noexcept;
   // Every check, whatever the mode (slow paths, validate()).
   inline bool next_checked(const Page* page, const Block* block, Block** next) const noexcept;
   // Counts and reports a free block found written after it was freed (the

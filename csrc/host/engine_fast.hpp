@@ -18,6 +18,11 @@ namespace unipool::host {
 #define UNIPOOL_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 inline void* Engine::pop_fast(uint32_t cls) noexcept {
+  return UNIPOOL_UNLIKELY(hardened_) ? pop_fast_as<true>(cls) : pop_fast_as<false>(cls);
+}
+
+template <bool kHardened>
+inline void* Engine::pop_fast_as(uint32_t cls) noexcept {
   const HeapRef& ref = t_thread->heaps[slot_];
   if (UNIPOOL_LIKELY(ref.generation == generation_)) {
     HeapClassHot& hot = ref.heap->hot[cls];
@@ -26,7 +31,7 @@ inline void* Engine::pop_fast(uint32_t cls) noexcept {
     Block* next = nullptr;
     // A block that fails its checks is left for the slow path, which pops
     // the same block, fails the same check and reports it.
-    if (UNIPOOL_LIKELY(b != nullptr) && UNIPOOL_LIKELY(next_of(page, b, &next))) {
+    if (UNIPOOL_LIKELY(b != nullptr) && UNIPOOL_LIKELY(next_as<kHardened>(page, b, &next))) {
       page->free = next;
       // The next block of this class is usually a cold line (freed long ago
       // in a big live set): start fetching it now, not at the next call.
@@ -41,11 +46,17 @@ inline void* Engine::pop_fast(uint32_t cls) noexcept {
   return nullptr;
 }
 
-inline void* Engine::allocate(size_t size) noexcept {
+template <bool kHardened>
+inline void* Engine::allocate_as(size_t size) noexcept {
   if (UNIPOOL_LIKELY(size - 1 < middle_max_)) {
-    if (void* p = pop_fast(class_of(size))) return p;
+    if (void* p = pop_fast_as<kHardened>(class_of(size))) return p;
   }
   return allocate_slow(size, 0);
+}
+
+inline void* Engine::allocate(size_t size) noexcept {
+  if (UNIPOOL_UNLIKELY(hardened_)) return allocate_hardened(size);
+  return allocate_as<false>(size);
 }
 
 inline void* Engine::allocate_aligned(size_t size, size_t alignment) noexcept {

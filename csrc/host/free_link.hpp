@@ -83,13 +83,20 @@ inline void Engine::set_link(const Page* page, Block* block, const Block* next) 
   block->link = hardened_ ? encode_link(page->link_key, next) : reinterpret_cast<uintptr_t>(next);
 }
 
+template <bool kHardened>
+inline bool Engine::next_as(const Page* page, const Block* block, Block** next) const noexcept {
+  if constexpr (kHardened) {
+    return next_checked(page, block, next);
+  } else {
+    // One compare (and one for the end) on the allocation fast path: enough
+    // that a garbage link is reported instead of dereferenced.
+    *next = reinterpret_cast<Block*>(block->link);
+    return in_page_span(page, *next) || *next == nullptr;
+  }
+}
+
 inline bool Engine::next_of(const Page* page, const Block* block, Block** next) const noexcept {
-  // Expected off: the default mode's code falls through.
-  if (__builtin_expect(hardened_, 0)) return next_checked(page, block, next);
-  // One compare (and one for the end) on the allocation fast path: enough
-  // that a garbage link is reported instead of dereferenced.
-  *next = reinterpret_cast<Block*>(block->link);
-  return in_page_span(page, *next) || *next == nullptr;
+  return hardened_ ? next_as<true>(page, block, next) : next_as<false>(page, block, next);
 }
 
 inline bool Engine::next_checked(const Page* page, const Block* block, Block** next) const noexcept {
