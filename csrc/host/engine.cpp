@@ -20,7 +20,7 @@ uint64_t make_secret(const void* self) noexcept {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   const uint64_t s = mix64(static_cast<uint64_t>(ts.tv_nsec) ^ (static_cast<uint64_t>(ts.tv_sec) << 32) ^
-                         reinterpret_cast<uintptr_t>(self));
+                           reinterpret_cast<uintptr_t>(self));
   return s & ~uint64_t{15};  // keeps cookies distinct from the deferred mark bits
 }
 

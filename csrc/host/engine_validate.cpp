@@ -31,8 +31,11 @@ int64_t Engine::free_list_length(const Page& page, const Block* head, bool local
   for (const Block* b = head; b != nullptr;) {
     Block* next = nullptr;
     if (!next_checked(&page, b, &next)) {
-      why->add("heap corruption: the free block at ").add_ptr(b).add(" was written after it was freed (a ")
-          .add_dec(page.block_size).add("-byte block)");
+      why->add("heap corruption: the free block at ")
+          .add_ptr(b)
+          .add(" was written after it was freed (a ")
+          .add_dec(page.block_size)
+          .add("-byte block)");
       return -1;
     }
     if (page.bit_is_free(page.index_of(b)) != local) {
@@ -51,8 +54,12 @@ int64_t Engine::free_list_length(const Page& page, const Block* head, bool local
 
 bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const {
   if (const uint64_t n = corruption_count_.load(std::memory_order_relaxed)) {
-    why->add("heap corruption was found ").add_dec(n).add(n == 1 ? " time" : " times").add(" (the blocks were dropped)")
-        .add("; the first: ").add(first_corruption_.c_str());
+    why->add("heap corruption was found ")
+        .add_dec(n)
+        .add(n == 1 ? " time" : " times")
+        .add(" (the blocks were dropped)")
+        .add("; the first: ")
+        .add(first_corruption_.c_str());
     return false;
   }
   int64_t page_live[kNumClasses] = {};

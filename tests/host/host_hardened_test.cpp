@@ -129,15 +129,16 @@ TEST_P(HostHardened, WriteAfterFreeIsReportedAndNeverFollowed) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Writes, HostHardened,
-    ::testing::Combine(::testing::Values(Write::garbage, Write::other_page, Write::misaligned, Write::zero),
-                       ::testing::Values(size_t{64}, size_t{4096}),
-                       ::testing::Values(FreedBy::owner, FreedBy::other_thread)),
-    [](const auto& info) {
-      return std::string(name_of(std::get<0>(info.param))) + "_" + std::to_string(std::get<1>(info.param)) +
-             (std::get<2>(info.param) == FreedBy::owner ? "_owner" : "_other_thread");
-    });
+INSTANTIATE_TEST_SUITE_P(Writes, HostHardened,
+                         ::testing::Combine(::testing::Values(Write::garbage, Write::other_page, Write::misaligned,
+                                                              Write::zero),
+                                            ::testing::Values(size_t{64}, size_t{4096}),
+                                            ::testing::Values(FreedBy::owner, FreedBy::other_thread)),
+                         [](const auto& info) {
+                           return std::string(name_of(std::get<0>(info.param))) + "_" +
+                                  std::to_string(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) == FreedBy::owner ? "_owner" : "_other_thread");
+                         });
 
 // Without hardened=on a link that leaves its page is still reported rather
 // than dereferenced (the cheap check of every mode), when the block is popped.

@@ -243,9 +243,10 @@ TEST(RangeAllocatorErrors, MoveKeepsAllocationsWithTheirRanges) {
 }
 
 TEST(RangeAllocatorErrors, StatusStringsAreNonEmptyAndDistinct) {
-  const Status all[] = {Status::ok,           Status::zero_size, Status::too_large,     Status::out_of_space,
-                        Status::allocation_limit, Status::not_live, Status::bad_alignment, Status::bad_argument,
-                        Status::backend_error, Status::foreign,    Status::corrupted};
+  const Status all[] = {
+      Status::ok,       Status::zero_size,     Status::too_large,    Status::out_of_space,  Status::allocation_limit,
+      Status::not_live, Status::bad_alignment, Status::bad_argument, Status::backend_error, Status::foreign,
+      Status::corrupted};
   std::set<std::string> seen;
   for (const Status s : all) {
     const char* text = to_string(s);

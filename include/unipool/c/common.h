@@ -20,7 +20,7 @@ typedef enum unipool_status {
   UNIPOOL_BAD_ALIGNMENT = 6,
   UNIPOOL_BAD_ARGUMENT = 7,
   UNIPOOL_BACKEND_ERROR = 8,
-  UNIPOOL_FOREIGN = 9, /* an allocation of another range allocator */
+  UNIPOOL_FOREIGN = 9,   /* an allocation of another range allocator */
   UNIPOOL_CORRUPTED = 10 /* a free block was written after it was freed */
 } unipool_status_t;
 
