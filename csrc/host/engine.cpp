@@ -99,6 +99,7 @@ Engine::Engine(const HostPoolConfig& config) : config_(config) {
   const bool tight = kLargeShards * arena_settings_.reserve > address_space / 4;
   shards_ = config_.limit != 0 || tight ? 1 : kLargeShards;
   arena_settings_.min_reserve = min_reserve(config_);
+  if (address_space / 32 < arena_settings_.min_reserve) shrink_for_address_space();
   arena_settings_.chunk = config_.chunk;
   arena_settings_.max_pin = config_.max_pin;
   arena_settings_.pinned = config_.pinned;
@@ -113,6 +114,16 @@ Engine::Engine(const HostPoolConfig& config) : config_(config) {
     slot_ = registry_slot_;
     generation_ = generation;
   }
+}
+
+// A very small address-space limit (tens of MiB: no 64 MiB arena fits
+// beside the program's own mappings): glibc still runs such programs, so
+// the pool makes do with arenas of two segments, and blocks above one
+// segment become mappings of their own.
+void Engine::shrink_for_address_space() noexcept {
+  if (huge_threshold_ > kSegmentSize) huge_threshold_ = kSegmentSize;
+  arena_settings_.min_reserve = round_up(2 * kSegmentSize, config_.chunk);
+  arena_settings_.reserve = arena_settings_.min_reserve;
 }
 
 Engine::~Engine() {

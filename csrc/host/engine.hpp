@@ -226,6 +226,7 @@ class Engine {
   Status try_arena(uint32_t i, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why,
                    ArenaBlocked* blocked) noexcept;
   bool add_arena(Message* why) noexcept;  // setup_lock_ held
+  void shrink_for_address_space() noexcept;  // constructor: arenas for a tiny RLIMIT_AS
   uint32_t arena_of_shard(uint32_t shard) noexcept;
   // Live large blocks changed by (blocks, requested, extent): into the
   // calling thread's heap tally, folded at kLargeFoldBytes, or straight into
