@@ -121,6 +121,7 @@ Engine::Engine(const HostPoolConfig& config) : config_(config) {
 // the pool makes do with arenas of two segments, and blocks above one
 // segment become mappings of their own.
 void Engine::shrink_for_address_space() noexcept {
+  tiny_address_space_ = true;
   if (huge_threshold_ > kSegmentSize) huge_threshold_ = kSegmentSize;
   arena_settings_.min_reserve = round_up(2 * kSegmentSize, config_.chunk);
   arena_settings_.reserve = arena_settings_.min_reserve;
@@ -242,7 +243,11 @@ void* Engine::allocate_slow(size_t size, size_t alignment, bool* fresh) noexcept
   // a larger alignment (and a large block's pad must fit 32 bits): such
   // blocks get a mapping of their own, which reserve() aligns to anything.
   if (size > huge_threshold_ || alignment > kSegmentSize) return allocate_huge(size, alignment, false, fresh);
-  return allocate_large(size, alignment, fresh);
+  void* p = allocate_large(size, alignment, fresh);
+  // Under a tiny address-space limit a new arena may not fit where a mapping
+  // of the block's own size still does (glibc serves it that way).
+  if (p == nullptr && tiny_address_space_) p = allocate_huge(size, alignment, false, fresh);
+  return p;
 }
 
 void* Engine::allocate_zeroed(size_t size) noexcept {

@@ -320,6 +320,7 @@ class Engine {
   alignas(64) HostPoolConfig config_;
   uint64_t arena0_reserved_ = 0;  // under deferred_lock_
   uint64_t huge_threshold_ = 0;
+  bool tiny_address_space_ = false;  // shrink_for_address_space() ran
   uint64_t heap_cache_limit_ = 0;   // empty-page bytes a heap keeps
   uint64_t segment_cache_limit_ = 0;  // free segments the pool keeps
   uint64_t retain_ = 0;
