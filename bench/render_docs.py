@@ -304,9 +304,9 @@ def kv_arena(d) -> str:
     a, b = d["arena"], d["bursts"]
     return (f"Reserved over requested host bytes in this run, for {a['num_blocks']:,} blocks of "
             f"{a['block_bytes'] / MIB:g} MiB ({a['requested_bytes'] / GIB:.2f} GiB): `KVBlockPool` "
-            f"{a['unipool_ratio']:.4f}; a power of two per buffer, as torch's pinned allocator rounds, "
+            f"{a['unipool_ratio']:.4f}; a power of two per buffer, as torch's pinned allocator sizes them, "
             f"{a['pow2_whole_buffer_ratio']:.3f} for the arena as one buffer and {b['pow2_per_request_ratio']:.3f} "
-            f"at the peak of the bursts ({b['rounds']:,} rounds) with one buffer per request.")
+            f"at the peak of the bursts ({b['rounds']:,} bursts) with one buffer per request.")
 
 
 def kv_costs(d) -> str:
@@ -463,7 +463,7 @@ def history_cost(d) -> str:
     modes = d["modes"]
     rows = [[label, f"{modes[key]:.0f}", f"{modes[key] / modes['off']:.2f}x"]
             for key, label in HISTORY_MODES if key in modes]
-    return (f"Fastest of {d['rounds']} rounds of {d['pairs']:,} pairs:\n\n"
+    return (f"Fastest of {d['rounds']} repeats of {d['pairs']:,} pairs:\n\n"
             + md_table(["mode", "ns per alloc+free", "vs off"], "lrr", rows))
 
 
