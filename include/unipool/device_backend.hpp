@@ -9,6 +9,7 @@
 // A runtime may implement its own.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,6 +28,15 @@ struct BackendStatus {
 
   bool is_ok() const noexcept { return code == ok; }
   static BackendStatus success() noexcept { return {}; }
+};
+
+enum class CopyDirection : uint8_t { to_host, to_device };
+
+// One copy of a batch: `bytes` from `src` to `dst`.
+struct DeviceCopy {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  uint64_t bytes = 0;
 };
 
 class DeviceBackend {
@@ -52,6 +62,18 @@ class DeviceBackend {
   virtual BackendStatus map(int device, void* base, uint64_t offset, uint64_t bytes);
   virtual BackendStatus unmap(int device, void* base, uint64_t offset, uint64_t bytes);
   virtual BackendStatus unreserve(int device, void* base, uint64_t bytes);
+
+  // Sleep (DevicePool::sleep): a backend that returns true lets unmap() and
+  // map() work on plain segments too (base: the segment's address), so that
+  // memory can be given back and taken again at the very same addresses.
+  // cudaMalloc cannot do that; the CUDA VMM API can.
+  virtual bool supports_sleep() const noexcept { return false; }
+  // Returns once all work queued on `device` is done (cudaDeviceSynchronize).
+  virtual BackendStatus synchronize(int device);
+  // Copies between device and host memory in one batch on the backend's own
+  // copy stream, and returns once every copy is done. All or nothing is not
+  // promised: on failure the destinations' contents are undefined.
+  virtual BackendStatus copy(int device, const DeviceCopy* copies, size_t count, CopyDirection direction);
 
   // Fences on this backend's streams (CUDA events; manual ones on "sim").
   virtual FenceSource& fences() = 0;

@@ -27,3 +27,53 @@ BackendStatus CudaBackendBase::memory_info(int device, uint64_t* free_bytes, uin
 }
 
 }  // namespace unipool::backend::cuda
+
+namespace unipool::backend::cuda {
+
+CudaBackendBase::~CudaBackendBase() {
+  for (size_t d = 0; d < copy_streams_.size(); ++d) {
+    if (copy_streams_[d] == nullptr) continue;
+    DeviceGuard guard(static_cast<int>(d));
+    if (guard.ok()) (void)cudaStreamDestroy(copy_streams_[d]);
+  }
+}
+
+BackendStatus CudaBackendBase::synchronize(int device) {
+  DeviceGuard guard(device);
+  if (!guard.ok()) return guard.status();
+  return runtime_status(cudaDeviceSynchronize());
+}
+
+// Copy mutex held, `device` current.
+BackendStatus CudaBackendBase::copy_stream(int device, cudaStream_t* out) {
+  if (static_cast<size_t>(device) >= copy_streams_.size()) copy_streams_.resize(static_cast<size_t>(device) + 1);
+  cudaStream_t& stream = copy_streams_[static_cast<size_t>(device)];
+  if (stream == nullptr) {
+    if (BackendStatus s = runtime_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)); !s.is_ok()) {
+      stream = nullptr;
+      return s;
+    }
+  }
+  *out = stream;
+  return BackendStatus::success();
+}
+
+BackendStatus CudaBackendBase::copy(int device, const DeviceCopy* copies, size_t count, CopyDirection direction) {
+  if (count != 0 && copies == nullptr) return usage_error("unipool: copy of a null batch");
+  std::lock_guard lock(copy_mutex_);
+  DeviceGuard guard(device);
+  if (!guard.ok()) return guard.status();
+  cudaStream_t stream = nullptr;
+  if (BackendStatus s = copy_stream(device, &stream); !s.is_ok()) return s;
+  const cudaMemcpyKind kind = direction == CopyDirection::to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
+  BackendStatus status;
+  for (size_t i = 0; i < count && status.is_ok(); ++i) {
+    status = runtime_status(cudaMemcpyAsync(copies[i].dst, copies[i].src, copies[i].bytes, kind, stream));
+  }
+  // Even after a failed enqueue: what was queued must be done before the
+  // caller touches (or frees) the buffers.
+  const BackendStatus synced = runtime_status(cudaStreamSynchronize(stream));
+  return status.is_ok() ? synced : status;
+}
+
+}  // namespace unipool::backend::cuda

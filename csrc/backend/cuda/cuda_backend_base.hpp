@@ -1,6 +1,12 @@
 // unipool backend/cuda: what every CUDA device backend shares: device
-// count, memory info (under a device guard) and event fences.
+// count, memory info (under a device guard), event fences, synchronization
+// and batched copies on a copy stream of the backend's own.
 #pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+#include <vector>
 
 #include "backend/cuda/cuda_event_fences.hpp"
 #include "unipool/device_backend.hpp"
@@ -13,9 +19,19 @@ class CudaBackendBase : public DeviceBackend {
   int device_count() override;
   BackendStatus memory_info(int device, uint64_t* free_bytes, uint64_t* total_bytes) override;
   FenceSource& fences() override { return fences_; }
+  BackendStatus synchronize(int device) override;
+  // cudaMemcpyAsync of each copy on the device's copy stream (made on first
+  // use, non-blocking, so it never waits on the legacy default stream), then
+  // one cudaStreamSynchronize.
+  BackendStatus copy(int device, const DeviceCopy* copies, size_t count, CopyDirection direction) override;
+  ~CudaBackendBase() override;
 
  private:
+  BackendStatus copy_stream(int device, cudaStream_t* out);
+
   CudaEventFenceSource fences_;
+  std::mutex copy_mutex_;                   // one batch at a time per backend; guards copy_streams_
+  std::vector<cudaStream_t> copy_streams_;  // per device; null until first used
 };
 
 }  // namespace unipool::backend::cuda

@@ -218,8 +218,16 @@ BackendStatus CudaVmmBackend::on_granules(int device, void* base, uint64_t offse
   std::lock_guard lock(mutex_);
   retry_orphans_locked();
   BackendStatus why;
-  const auto it = find_locked(device, base, false, &why);
+  // Plain segments too: sleep unmaps them and maps them again in place.
+  auto it = find_locked(device, base, false, &why);
+  if (it == reservations_.end()) it = find_locked(device, base, true, &why);
   if (it == reservations_.end()) return why;
+  // A plain segment's caller knows its size, not the granularity it was
+  // rounded up to: its tail granule is whole.
+  if (it->second.plain && offset < it->second.bytes && bytes > it->second.bytes - offset - it->second.granularity &&
+      bytes <= it->second.bytes - offset) {
+    bytes = it->second.bytes - offset;
+  }
   uint64_t first = 0;
   uint64_t count = 0;
   if (BackendStatus status = granule_range(it->second, offset, bytes, &first, &count); !status.is_ok()) return status;

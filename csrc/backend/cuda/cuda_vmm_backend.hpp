@@ -41,7 +41,12 @@ class CudaVmmBackend final : public CudaBackendBase {
   BackendStatus allocate(int device, uint64_t bytes, void** out) override;
   BackendStatus deallocate(int device, void* ptr, uint64_t bytes) override;
 
-  // Sizes and offsets are multiples of granularity(device). map() is all or
+  // With VMM, plain segments are reservations too: sleep may unmap and map
+  // them again in place.
+  bool supports_sleep() const noexcept override { return expandable_; }
+
+  // Sizes and offsets are multiples of granularity(device); `base` is an
+  // expandable reservation or a plain segment. map() is all or
   // nothing. unmap() needs the whole range mapped; it does not synchronize:
   // the caller's fences must guarantee no pending work touches the range.
   // unreserve() needs the whole reservation unmapped.

@@ -4,6 +4,7 @@
 
 #include <sys/mman.h>
 
+#include <cstring>
 #include <iterator>
 #include <stdexcept>
 #include <string>
@@ -45,7 +46,6 @@ SimBackend::SimBackend(SimBackendOptions options) : options_(options) {
 SimBackend::~SimBackend() {
   // Whatever a leaky caller left behind goes back to the OS.
   for (Device& d : devices_) {
-    for (const auto& [base, bytes] : d.allocations) ::munmap(reinterpret_cast<void*>(base), bytes);
     for (const auto& [base, r] : d.reservations) ::munmap(reinterpret_cast<void*>(base), r.bytes);
   }
 }
@@ -88,8 +88,13 @@ BackendStatus SimBackend::allocate(int device, uint64_t bytes, void** out) {
   if (bytes > options_.capacity - d.used) return fail(BackendStatus::out_of_memory, "sim: out of memory");
   void* p = reserve_address_space(bytes);
   if (p == nullptr) return fail(BackendStatus::out_of_memory, "sim: mmap failed");
-  d.allocations.emplace(reinterpret_cast<uintptr_t>(p), bytes);
+  const auto base = reinterpret_cast<uintptr_t>(p);
+  Reservation& r = d.reservations[base];
+  r.bytes = bytes;
+  r.plain = true;
+  r.mapped.emplace(0, bytes);
   d.used += bytes;
+  protect(base, bytes, true);
   *out = p;
   return BackendStatus::success();
 }
@@ -98,13 +103,14 @@ BackendStatus SimBackend::deallocate(int device, void* ptr, uint64_t bytes) {
   std::lock_guard lock(mutex_);
   if (BackendStatus s = enter(deallocate_call, device); !s.is_ok()) return s;
   Device& d = *device_or_null(device);
-  const auto it = d.allocations.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == d.allocations.end() || it->second != bytes) {
+  const auto it = d.reservations.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == d.reservations.end() || !it->second.plain || it->second.bytes != bytes) {
     return fail(BackendStatus::error, "sim: deallocate of an unknown pointer or with a wrong size");
   }
+  // A segment sleep left (partly) unmapped holds only what is still mapped.
+  for (const auto& [offset, n] : it->second.mapped) d.used -= n;
   ::munmap(ptr, bytes);
-  d.used -= bytes;
-  d.allocations.erase(it);
+  d.reservations.erase(it);
   return BackendStatus::success();
 }
 
@@ -129,12 +135,20 @@ BackendStatus SimBackend::map(int device, void* base, uint64_t offset, uint64_t 
   if (BackendStatus s = enter(map_call, device); !s.is_ok()) return s;
   Device& d = *device_or_null(device);
   const auto it = d.reservations.find(reinterpret_cast<uintptr_t>(base));
-  const uint64_t g = options_.granularity;
-  if (it == d.reservations.end() || bytes == 0 || offset % g != 0 || bytes % g != 0 ||
-      offset + bytes > it->second.bytes) {
+  if (it == d.reservations.end() || (it->second.plain && !options_.expandable)) {
     return fail(BackendStatus::error, "sim: map outside a reservation or not granule aligned");
   }
-  auto& mapped = it->second.mapped;
+  return map_locked(d, it->first, it->second, offset, bytes);
+}
+
+BackendStatus SimBackend::map_locked(Device& d, uintptr_t base, Reservation& r, uint64_t offset, uint64_t bytes) {
+  const uint64_t g = options_.granularity;
+  // A plain segment's size need not be a granule multiple: its tail is whole.
+  const bool to_end = r.plain && offset + bytes == r.bytes;
+  if (bytes == 0 || offset % g != 0 || (bytes % g != 0 && !to_end) || offset + bytes > r.bytes) {
+    return fail(BackendStatus::error, "sim: map outside a reservation or not granule aligned");
+  }
+  auto& mapped = r.mapped;
   const auto next = mapped.lower_bound(offset);
   const bool overlaps_next = next != mapped.end() && next->first < offset + bytes;
   const bool overlaps_prev = next != mapped.begin() && std::prev(next)->first + std::prev(next)->second > offset;
@@ -142,7 +156,8 @@ BackendStatus SimBackend::map(int device, void* base, uint64_t offset, uint64_t 
   if (bytes > options_.capacity - d.used) return fail(BackendStatus::out_of_memory, "sim: out of memory");
   mapped.emplace(offset, bytes);
   d.used += bytes;
-  d.mapped += bytes;
+  if (!r.plain) d.mapped += bytes;
+  protect(base + offset, bytes, true);
   return BackendStatus::success();
 }
 
@@ -151,12 +166,18 @@ BackendStatus SimBackend::unmap(int device, void* base, uint64_t offset, uint64_
   if (BackendStatus s = enter(unmap_call, device); !s.is_ok()) return s;
   Device& d = *device_or_null(device);
   const auto it = d.reservations.find(reinterpret_cast<uintptr_t>(base));
-  if (it == d.reservations.end()) return fail(BackendStatus::error, "sim: unmap of an unknown reservation");
+  if (it == d.reservations.end() || (it->second.plain && !options_.expandable)) {
+    return fail(BackendStatus::error, "sim: unmap of an unknown reservation");
+  }
+  return unmap_locked(d, it->first, it->second, offset, bytes);
+}
+
+BackendStatus SimBackend::unmap_locked(Device& d, uintptr_t base, Reservation& r, uint64_t offset, uint64_t bytes) {
   // [offset, offset + bytes) must be exactly covered by mapped pieces; pieces
   // may be split (a map of 3 granules unmapped one at a time is fine).
-  auto& mapped = it->second.mapped;
+  auto& mapped = r.mapped;
   auto first = mapped.upper_bound(offset);
-  if (first == mapped.begin()) return fail(BackendStatus::error, "sim: unmap of unmapped memory");
+  if (bytes == 0 || first == mapped.begin()) return fail(BackendStatus::error, "sim: unmap of unmapped memory");
   --first;
   uint64_t covered = offset;
   for (auto p = first; p != mapped.end() && p->first < offset + bytes; ++p) {
@@ -176,8 +197,18 @@ BackendStatus SimBackend::unmap(int device, void* base, uint64_t offset, uint64_
   }
   mapped.insert(keep.begin(), keep.end());
   d.used -= bytes;
-  d.mapped -= bytes;
+  if (!r.plain) d.mapped -= bytes;
+  protect(base + offset, bytes, false);
   return BackendStatus::success();
+}
+
+// With `accessible`, mapped memory is read-write and unmapped memory faults
+// again and has lost its contents, as device memory has after cuMemUnmap.
+void SimBackend::protect(uintptr_t address, uint64_t bytes, bool on) const {
+  if (!options_.accessible) return;
+  void* p = reinterpret_cast<void*>(address);
+  if (!on) ::madvise(p, bytes, MADV_DONTNEED);
+  ::mprotect(p, bytes, on ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
 
 BackendStatus SimBackend::unreserve(int device, void* base, uint64_t bytes) {
@@ -185,12 +216,26 @@ BackendStatus SimBackend::unreserve(int device, void* base, uint64_t bytes) {
   if (BackendStatus s = enter(unreserve_call, device); !s.is_ok()) return s;
   Device& d = *device_or_null(device);
   const auto it = d.reservations.find(reinterpret_cast<uintptr_t>(base));
-  if (it == d.reservations.end() || it->second.bytes != bytes) {
+  if (it == d.reservations.end() || it->second.plain || it->second.bytes != bytes) {
     return fail(BackendStatus::error, "sim: unreserve of an unknown reservation or with a wrong size");
   }
   if (!it->second.mapped.empty()) return fail(BackendStatus::error, "sim: unreserve while memory is mapped");
   ::munmap(base, bytes);
   d.reservations.erase(it);
+  return BackendStatus::success();
+}
+
+BackendStatus SimBackend::synchronize(int device) {
+  std::lock_guard lock(mutex_);
+  return enter(synchronize_call, device);
+}
+
+BackendStatus SimBackend::copy(int device, const DeviceCopy* copies, size_t count, CopyDirection /*direction*/) {
+  std::lock_guard lock(mutex_);
+  if (BackendStatus s = enter(copy_call, device); !s.is_ok()) return s;
+  if (!options_.accessible) return fail(BackendStatus::error, "sim: copy needs SimBackendOptions::accessible");
+  if (count != 0 && copies == nullptr) return fail(BackendStatus::error, "sim: copy of a null batch");
+  for (size_t i = 0; i < count; ++i) std::memcpy(copies[i].dst, copies[i].src, copies[i].bytes);
   return BackendStatus::success();
 }
 
@@ -224,8 +269,7 @@ uint64_t SimBackend::used_bytes(int device) const {
 
 uint64_t SimBackend::live_segments(int device) const {
   std::lock_guard lock(mutex_);
-  const Device& d = devices_.at(static_cast<size_t>(device));
-  return d.allocations.size() + d.reservations.size();
+  return devices_.at(static_cast<size_t>(device)).reservations.size();
 }
 
 uint64_t SimBackend::mapped_bytes(int device) const {
@@ -235,7 +279,9 @@ uint64_t SimBackend::mapped_bytes(int device) const {
 
 uint64_t SimBackend::reserved_ranges(int device) const {
   std::lock_guard lock(mutex_);
-  return devices_.at(static_cast<size_t>(device)).reservations.size();
+  uint64_t n = 0;
+  for (const auto& [base, r] : devices_.at(static_cast<size_t>(device)).reservations) n += r.plain ? 0 : 1;
+  return n;
 }
 
 }  // namespace unipool
