@@ -27,12 +27,13 @@ static_assert(UNIPOOL_BAD_ARGUMENT == static_cast<int>(unipool::Status::bad_argu
 static_assert(UNIPOOL_BACKEND_ERROR == static_cast<int>(unipool::Status::backend_error));
 static_assert(UNIPOOL_FOREIGN == static_cast<int>(unipool::Status::foreign));
 static_assert(UNIPOOL_CORRUPTED == static_cast<int>(unipool::Status::corrupted));
+static_assert(UNIPOOL_ASLEEP == static_cast<int>(unipool::Status::asleep));
 
 // Checked before the cast: unipool::Status is 8 bits wide, so a C caller's
 // 256 would read as UNIPOOL_OK.
 extern "C" const char* unipool_status_string(unipool_status_t status) {
   const auto value = static_cast<long long>(status);
-  if (value < UNIPOOL_OK || value > UNIPOOL_CORRUPTED) return "unknown status";
+  if (value < UNIPOOL_OK || value > UNIPOOL_ASLEEP) return "unknown status";
   return unipool::to_string(static_cast<unipool::Status>(status));
 }
 

@@ -17,6 +17,7 @@ const char* to_string(Status s) noexcept {
     case Status::backend_error: return "the memory backend failed (see the message)";
     case Status::foreign: return "the allocation belongs to another allocator";
     case Status::corrupted: return "heap corruption: a free block was written after it was freed";
+    case Status::asleep: return "the memory's tag is asleep (or awake, for a wake)";
   }
   return "unknown status";
 }

@@ -17,6 +17,7 @@ enum class Status : uint8_t {
   backend_error,     // the memory backend failed for a reason other than being full
   foreign,           // an allocation made by another allocator
   corrupted,         // the pool found its own metadata overwritten (a write after free)
+  asleep,            // the memory's tag is asleep (DevicePool::sleep), or awake for a wake
 };
 
 // A short, stable, human-readable description ("double free or ...").

@@ -107,7 +107,7 @@ std::vector<Case> common_cases() {
   return {
       {"unipool_status_string", "a value past the last status",
        [](Env&) {
-         EXPECT_STREQ(unipool_status_string(static_cast<unipool_status_t>(11)), "unknown status");
+         EXPECT_STREQ(unipool_status_string(static_cast<unipool_status_t>(12)), "unknown status");
          EXPECT_STREQ(unipool_status_string(static_cast<unipool_status_t>(256)), "unknown status");  // not "ok"
          EXPECT_STREQ(unipool_status_string(static_cast<unipool_status_t>(-1)), "unknown status");
          EXPECT_STREQ(unipool_status_string(UNIPOOL_NOT_LIVE),

@@ -177,10 +177,11 @@ TEST(HostCapi, StatsFillOnlyWhatTheCallersStructHolds) {
 // PinningState are 8 bits wide, and 256 used to read as "ok" / "pageable".
 TEST(HostCapi, StringsOfValuesOutOfRange) {
   EXPECT_STREQ(unipool_status_string(static_cast<unipool_status_t>(256)), "unknown status");
-  EXPECT_STREQ(unipool_status_string(static_cast<unipool_status_t>(11)), "unknown status");
+  EXPECT_STREQ(unipool_status_string(static_cast<unipool_status_t>(12)), "unknown status");
   EXPECT_STREQ(unipool_status_string(UNIPOOL_FOREIGN), "the allocation belongs to another allocator");
   EXPECT_STREQ(unipool_status_string(UNIPOOL_CORRUPTED),
                "heap corruption: a free block was written after it was freed");
+  EXPECT_STREQ(unipool_status_string(UNIPOOL_ASLEEP), "the memory's tag is asleep (or awake, for a wake)");
   EXPECT_STREQ(unipool_pinning_state_string(static_cast<unipool_pinning_state_t>(256)), "unknown pinning state");
   EXPECT_STREQ(unipool_pinning_state_string(static_cast<unipool_pinning_state_t>(4)), "unknown pinning state");
   EXPECT_STREQ(unipool_pinning_state_string(UNIPOOL_PINNING_PINNED), "pinned");

@@ -20,8 +20,9 @@ typedef enum unipool_status {
   UNIPOOL_BAD_ALIGNMENT = 6,
   UNIPOOL_BAD_ARGUMENT = 7,
   UNIPOOL_BACKEND_ERROR = 8,
-  UNIPOOL_FOREIGN = 9,   /* an allocation of another range allocator */
-  UNIPOOL_CORRUPTED = 10 /* a free block was written after it was freed */
+  UNIPOOL_FOREIGN = 9,    /* an allocation of another range allocator */
+  UNIPOOL_CORRUPTED = 10, /* a free block was written after it was freed */
+  UNIPOOL_ASLEEP = 11     /* the memory's tag is asleep (unipool_device_sleep), or awake for a wake */
 } unipool_status_t;
 
 /* A static, human-readable description of a status; "unknown status" for a
