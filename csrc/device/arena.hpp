@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "device/size_policy.hpp"
+#include "unipool/device_tags.hpp"
 #include "unipool/fence.hpp"
 #include "unipool/range_allocator.hpp"
 
@@ -22,13 +23,14 @@ struct StreamState;
 
 struct Arena {
   Arena(uint32_t id_, Kind kind_, bool expandable_, StreamState* owner_, char* base_, uint64_t size_,
-        RangeAllocatorOptions options)
-      : id(id_), kind(kind_), expandable(expandable_), owner(owner_), base(base_), size(size_),
+        RangeAllocatorOptions options, DeviceTag tag_)
+      : id(id_), kind(kind_), expandable(expandable_), tag(tag_), owner(owner_), base(base_), size(size_),
         ranges(size_, options) {}
 
   uint32_t id;
   Kind kind;
   bool expandable;
+  DeviceTag tag;            // of every block in it (and of its owner's StreamState)
   bool whole_only = false;  // a segment of a request >= max_split_size: never split
   StreamState* owner;
   char* base;
@@ -54,7 +56,17 @@ struct Arena {
   bool transition = false;
   uint32_t unpublished = 0;
 
-  uint64_t reserved_bytes() const noexcept { return expandable ? mapped : size; }
+  // Sleep (pool_sleep.cpp): the memory given back while the tag sleeps, to be
+  // mapped again at the same addresses on wake. Expandable: granule runs
+  // [first, last), unmapped in granule_mapped. Plain: the whole segment.
+  std::vector<std::pair<uint64_t, uint64_t>> slept;
+  bool plain_asleep = false;
+  bool has_slept() const noexcept { return plain_asleep || !slept.empty(); }
+
+  uint64_t reserved_bytes() const noexcept {
+    if (expandable) return mapped;
+    return plain_asleep ? 0 : size;
+  }
   bool contains(uint64_t address) const noexcept {
     const auto b = reinterpret_cast<uint64_t>(base);
     return address >= b && address < b + size;
@@ -99,6 +111,18 @@ struct Arena {
       runs = runs + neighbours - 1;
     }
   }
+  // Every maximal run [first, last) of mapped granules.
+  void mapped_runs(std::vector<std::pair<uint64_t, uint64_t>>& out) const {
+    for (uint64_t g = 0; g < granule_mapped.size();) {
+      if (!is_mapped(g)) {
+        ++g;
+        continue;
+      }
+      const uint64_t first = g;
+      while (is_mapped(g)) ++g;
+      out.emplace_back(first, g);
+    }
+  }
   // Runs of mapped granules that lie wholly inside free ranges: what an
   // expandable arena can give back.
   void releasable_runs(std::vector<std::pair<uint64_t, uint64_t>>& out) const {
@@ -141,10 +165,11 @@ struct FitIndex {
   }
 };
 
-// Per stream: the plain arenas it owns (per kind), its expandable arenas, and
-// its marker fence.
+// Per stream and tag (blocks of two tags never share an arena): the plain
+// arenas it owns (per kind), its expandable arenas, and its marker fence.
 struct StreamState {
   StreamHandle stream = 0;
+  DeviceTag tag = kDefaultDeviceTag;
   std::vector<uint32_t> arenas[2];  // plain arenas, by Kind, sorted by size
   FitIndex fit[2];                  // the same arenas by largest free range
   uint32_t hint[2] = {kNoArena, kNoArena};  // where the last block came from / went to

@@ -73,7 +73,15 @@ DevicePool::DevicePool(std::shared_ptr<DeviceBackend> backend, int device, const
 
 DevicePool::~DevicePool() = default;
 
-void* DevicePool::allocate(uint64_t bytes, StreamHandle stream) { return impl_->allocate(bytes, stream); }
+void* DevicePool::allocate(uint64_t bytes, StreamHandle stream) {
+  return impl_->allocate(bytes, stream, current_device_tag());
+}
+void* DevicePool::allocate(uint64_t bytes, StreamHandle stream, DeviceTag tag) {
+  if (tag >= kMaxDeviceTags) {
+    throw DevicePoolError(Status::bad_argument, "unipool: device tag " + std::to_string(tag) + " does not exist");
+  }
+  return impl_->allocate(bytes, stream, tag);
+}
 
 void DevicePool::deallocate(void* ptr) {
   std::string why;
@@ -175,6 +183,12 @@ void DevicePool::set_oom_observer(DeviceOomObserver observer) {
   std::lock_guard lock(impl_->mutex);
   impl_->oom_observer = std::move(o);
 }
+
+DeviceSleepResult DevicePool::sleep(const DeviceSleepRequest& request, HostPool* host) {
+  return sleep_pools({this}, request, host);
+}
+DeviceSleepResult DevicePool::wake(const std::vector<std::string>& tags) { return wake_pools({this}, tags); }
+std::vector<DeviceTagStats> DevicePool::tag_stats() const { return impl_->tag_stats(); }
 
 DeviceCheckpoint DevicePool::checkpoint() const { return impl_->checkpoint(); }
 DeviceRestoreResult DevicePool::restore(const DeviceCheckpoint& cp) { return impl_->restore(cp); }

@@ -62,6 +62,18 @@ void DevicePools::empty_cache() {
   for (auto& p : pools_) p->empty_cache();
 }
 
+DeviceSleepResult DevicePools::sleep(const DeviceSleepRequest& request, HostPool* host) {
+  std::vector<DevicePool*> all;
+  for (auto& p : pools_) all.push_back(p.get());
+  return sleep_pools(all, request, host);
+}
+
+DeviceSleepResult DevicePools::wake(const std::vector<std::string>& tags) {
+  std::vector<DevicePool*> all;
+  for (auto& p : pools_) all.push_back(p.get());
+  return wake_pools(all, tags);
+}
+
 std::string DevicePools::snapshot_json() const {
   DeviceSnapshot all;
   for (const auto& p : pools_) {

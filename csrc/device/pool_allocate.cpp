@@ -15,7 +15,7 @@ std::string size_text(uint64_t bytes) { return std::to_string(bytes) + " bytes";
 
 }  // namespace
 
-void* DevicePool::Impl::allocate(uint64_t bytes, StreamHandle stream) {
+void* DevicePool::Impl::allocate(uint64_t bytes, StreamHandle stream, DeviceTag tag) {
   if (bytes == 0) {
     throw DevicePoolError(Status::zero_size, "unipool: device allocation of 0 bytes on device " +
                                                  std::to_string(device));
@@ -26,8 +26,7 @@ void* DevicePool::Impl::allocate(uint64_t bytes, StreamHandle stream) {
                                                  " is larger than any device (at most 2^50 bytes)");
   }
   const uint64_t size = device::round_block(bytes);
-  const Request r{bytes, size, device::kind_of(size),
-                  !use_expandable && size >= config.max_split_size, stream};
+  const Request r{bytes, size, device::kind_of(size), !use_expandable && size >= config.max_split_size, stream, tag};
   {
     std::lock_guard lock(mutex);
     if (void* p = from_cache(r)) return p;
@@ -55,17 +54,21 @@ void* DevicePool::Impl::allocate(uint64_t bytes, StreamHandle stream) {
   out_of_memory(r, why);
 }
 
-DevicePool::Impl::StreamState& DevicePool::Impl::stream_state(StreamHandle stream) {
-  if (last_stream != nullptr && last_stream->stream == stream) return *last_stream;
-  StreamState& s = streams[stream];  // node-based: the address stays valid
+DevicePool::Impl::StreamState& DevicePool::Impl::stream_state(StreamHandle stream, DeviceTag tag) {
+  if (last_stream != nullptr && last_stream->stream == stream && last_stream->tag == tag) return *last_stream;
+  StreamState& s = streams[device::StreamKey{stream, tag}];  // node-based: the address stays valid
   s.stream = stream;
+  s.tag = tag;
   last_stream = &s;
   return s;
 }
 
+// Every allocation passes here first, under the lock: the one place a
+// sleeping tag is refused (one test of a word that is 0 unless a tag sleeps).
 void* DevicePool::Impl::from_cache(const Request& r) {
+  if (UNIPOOL_UNLIKELY(asleep_mask != 0) && !tag_awake(r.tag)) refuse_asleep(r.tag);
   if (pending.total() != 0) poll_pending();
-  StreamState& s = stream_state(r.stream);
+  StreamState& s = stream_state(r.stream, r.tag);
   if (void* p = carve_own(s, r)) return p;
   return steal(s, r);
 }
@@ -191,13 +194,14 @@ void DevicePool::Impl::disown(Arena& a) {
   if (s.hint[k] == a.id) s.hint[k] = StreamState::kNoArena;
 }
 
-// A free range of another stream's arena, once that stream is known to be
-// past it. The first miss records a marker fence on the owner; a later
-// request takes the memory when the marker has completed. Never blocks.
+// A free range of another stream's arena of the same tag, once that stream
+// is known to be past it. The first miss records a marker fence on the
+// owner; a later request takes the memory when the marker has completed.
+// Never blocks.
 void* DevicePool::Impl::steal(StreamState& s, const Request& r) {
   const auto k = static_cast<size_t>(r.kind);
-  for (auto& [handle, other] : streams) {
-    if (&other == &s) continue;
+  for (auto& [key, other] : streams) {
+    if (&other == &s || other.tag != s.tag) continue;
     bool waiting = false;
     auto try_arena = [&](uint32_t id) -> void* {
       Arena& a = *arenas[id];

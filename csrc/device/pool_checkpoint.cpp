@@ -299,6 +299,10 @@ DeviceRestoreResult DevicePool::Impl::restore(const DeviceCheckpoint& cp) {
                                                     std::to_string(device));
   }
   std::unique_lock lock(mutex);
+  if (asleep_mask != 0) {
+    throw DevicePoolError(Status::asleep, "unipool: restore of device " + std::to_string(device) +
+                                              "'s pool while a tag is asleep: wake it first");
+  }
   return Restore(*this, cp).run(lock);
 }
 

@@ -42,6 +42,7 @@ void DevicePool::Impl::release_block(uint32_t id, bool synchronized) {
   trace(DeviceTraceAction::free_requested, b.address, b.size, b.requested, b.stream);
   live.erase(b.address);
   Arena& a = *arenas[b.arena];
+  if (UNIPOOL_UNLIKELY(asleep_mask != 0) && !tag_awake(a.tag)) drop_staged(b, a);
   device::stat_change(stats.allocation, a.kind, -1);
   device::stat_change(stats.allocated_bytes, a.kind, -static_cast<int64_t>(b.size));
 

@@ -94,11 +94,11 @@ void* DevicePool::Impl::grow_segment(const Request& r, GrowthFailure* why) {
     why->status = status;
     return nullptr;
   }
-  StreamState& s = stream_state(r.stream);
+  StreamState& s = stream_state(r.stream, r.tag);
   RangeAllocatorOptions options;
   options.alignment = device::kBlockAlign;
   options.initial_nodes = 16;
-  auto arena = std::make_unique<Arena>(0, r.kind, false, &s, static_cast<char*>(base), bytes, options);
+  auto arena = std::make_unique<Arena>(0, r.kind, false, &s, static_cast<char*>(base), bytes, options, r.tag);
   arena->whole_only = r.oversize;
   Arena& a = *arena;
   const uint32_t id = add_arena(std::move(arena));
@@ -117,7 +117,7 @@ DevicePool::Impl::Arena* DevicePool::Impl::expandable_arena(const Request& r, Gr
   std::lock_guard reserving(reserve_mutex);
   {
     std::lock_guard lock(mutex);
-    const uint32_t id = stream_state(r.stream).expandable[k];
+    const uint32_t id = stream_state(r.stream, r.tag).expandable[k];
     if (id != StreamState::kNoArena) return arenas[id].get();
   }
   void* base = nullptr;
@@ -128,10 +128,10 @@ DevicePool::Impl::Arena* DevicePool::Impl::expandable_arena(const Request& r, Gr
     return nullptr;
   }
   std::lock_guard lock(mutex);
-  StreamState& s = stream_state(r.stream);
+  StreamState& s = stream_state(r.stream, r.tag);
   RangeAllocatorOptions options;
   options.alignment = device::kBlockAlign;
-  auto arena = std::make_unique<Arena>(0, r.kind, true, &s, static_cast<char*>(base), reserve_bytes, options);
+  auto arena = std::make_unique<Arena>(0, r.kind, true, &s, static_cast<char*>(base), reserve_bytes, options, r.tag);
   arena->init_granules(granule);
   Arena* a = arena.get();
   s.expandable[k] = add_arena(std::move(arena));

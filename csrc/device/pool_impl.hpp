@@ -9,6 +9,7 @@
 // straight meanwhile.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,7 @@
 #include "device/pending_frees.hpp"
 #include "device/size_policy.hpp"
 #include "unipool/device_pool.hpp"
+#include "unipool/host_pool.hpp"
 
 namespace unipool {
 
@@ -33,6 +35,38 @@ struct Request {
   Kind kind;
   bool oversize;       // >= max_split_size: a whole segment, never split
   StreamHandle stream;
+  DeviceTag tag;
+};
+
+// Stream states are per stream and tag.
+struct StreamKey {
+  StreamHandle stream;
+  DeviceTag tag;
+  bool operator==(const StreamKey&) const = default;
+};
+struct StreamKeyHash {
+  size_t operator()(const StreamKey& k) const noexcept {
+    return static_cast<size_t>((static_cast<uint64_t>(k.stream) * 0x9E3779B97F4A7C15ull) ^ k.tag);
+  }
+};
+
+// A block's contents kept in host memory while its tag sleeps.
+struct Staged {
+  void* host = nullptr;
+  uint64_t bytes = 0;  // the block's requested size: what was copied
+  HostPool* pool = nullptr;
+};
+
+// Where a tag is in its sleep cycle. `partial`: a sleep or a wake failed part
+// way; sleep() finishes the sleep, wake() undoes it, either may be retried.
+enum class TagPhase : uint8_t { awake, asleep, partial };
+
+struct TagState {
+  TagPhase phase = TagPhase::awake;
+  std::unordered_map<uint64_t, Staged> staged;                            // block address -> contents
+  uint64_t offloaded_bytes = 0, discarded_bytes = 0, released_bytes = 0;  // by the last sleep
+  uint64_t sleeps = 0, wakes = 0;
+  double last_sleep_seconds = 0, last_wake_seconds = 0;
 };
 
 // What a growth attempt that failed says, for the OOM report.
@@ -79,13 +113,13 @@ struct DevicePool::Impl {
   ~Impl();
 
   // ---- pool_allocate.cpp
-  void* allocate(uint64_t bytes, StreamHandle stream);
+  void* allocate(uint64_t bytes, StreamHandle stream, DeviceTag tag);
   void* from_cache(const Request& r);  // lock held
   void* carve_own(StreamState& s, const Request& r);
   void* steal(StreamState& s, const Request& r);
   void* carve_in(Arena& a, const Request& r);
   void* publish(Arena& a, const RangeAllocation& range, uint64_t extent, const Request& r);
-  StreamState& stream_state(StreamHandle stream);
+  StreamState& stream_state(StreamHandle stream, DeviceTag tag);
   void own(StreamState& s, Arena& a);  // files a plain segment under s, by size
   void disown(Arena& a);
   void refit(Arena& a);  // after a's free ranges changed (plain segments)
@@ -139,9 +173,35 @@ struct DevicePool::Impl {
   DeviceRestoreResult restore(const DeviceCheckpoint& cp);
   void* carve_at(Arena& a, const DeviceCheckpointBlock& b);  // lock held
 
+  // ---- pool_sleep.cpp, pool_wake.cpp (device_sleep.hpp). Tags in `mask`
+  // (bit t: tag t) that are asleep already are skipped; `offload` is the
+  // mask of those whose contents are kept.
+  DeviceSleepResult sleep(uint64_t mask, uint64_t offload, HostPool& host);
+  DeviceSleepResult wake(uint64_t mask);
+  device::TagPhase phase(DeviceTag tag) const;
+  [[noreturn]] void refuse_asleep(DeviceTag tag) const;      // an allocation from a tag not awake
+  void drop_staged(const device::Block& b, const Arena& a);  // lock held: a block of a sleeping tag freed
+  bool tag_awake(DeviceTag tag) const noexcept { return (asleep_mask >> tag & 1) == 0; }
+  std::vector<DeviceTagStats> tag_stats() const;
+  // Their steps (lock held unless the name of a backend call says otherwise).
+  std::vector<Arena*> claim_arenas(uint64_t mask, std::unique_lock<std::mutex>& lock);
+  void end_transition(const std::vector<Arena*>& claimed);
+  void set_phase(uint64_t mask, device::TagPhase phase);
+  void settle_for_sleep(std::unique_lock<std::mutex>& lock);
+  void plan_offload(uint64_t mask, uint64_t offload, std::vector<DeviceCopy>& copies, uint64_t* discarded);
+  void stage(std::vector<DeviceCopy>& copies, HostPool& host);  // lock not held
+  void keep_staged(const std::vector<DeviceCopy>& copies, HostPool& host);
+  uint64_t unmap_arena(Arena& a);  // lock not held
+  void count_unmapped(Arena& a, std::pair<uint64_t, uint64_t> run, uint64_t bytes);
+  uint64_t map_arena(Arena& a);  // lock not held
+  void count_remapped(Arena& a, std::pair<uint64_t, uint64_t> run, uint64_t bytes);
+  std::vector<DeviceCopy> staged_copies(uint64_t mask) const;
+  void free_staged(uint64_t mask);
+
   // ---- pool_snapshot.cpp / pool_validate.cpp
   DeviceSnapshot snapshot() const;
   bool validate(std::string* why) const;
+  bool validate_tags(std::string* why) const;
 
   // ---- pool_trace.cpp
   // Tells the trace observer about an event (lock held). The test of the
@@ -174,7 +234,7 @@ struct DevicePool::Impl {
   std::condition_variable transition_done;
   std::vector<std::unique_ptr<Arena>> arenas;  // by id; null for a released id
   std::vector<uint32_t> spare_arena_ids;
-  std::unordered_map<StreamHandle, StreamState> streams;
+  std::unordered_map<device::StreamKey, StreamState, device::StreamKeyHash> streams;
   StreamState* last_stream = nullptr;
   device::BlockSlab blocks;
   device::AddressMap live;  // allocated blocks by address
@@ -189,6 +249,8 @@ struct DevicePool::Impl {
   std::shared_ptr<const DeviceSegmentHooks> hooks;
   std::shared_ptr<const DeviceOomObserver> oom_observer;
   DeviceTraceObserver trace_observer;  // empty: no trace (the default)
+  uint64_t asleep_mask = 0;            // bit t: tag t is not awake (phase asleep or partial)
+  std::array<device::TagState, kMaxDeviceTags> tags;
 
   // Serializes the creation of expandable arenas (a reserve call each), so
   // two threads never reserve for the same stream and kind.

@@ -50,8 +50,10 @@ void DevicePool::Impl::release_cached(device::Sync sync) {
   give_back(items);
 }
 
-// Whether `a` holds memory a release could give back now.
+// Whether `a` holds memory a release could give back now. A sleeping tag's
+// memory is the sleep's to give back and to map again.
 bool DevicePool::Impl::releasable(const Arena& a) const {
+  if (!tag_awake(a.tag)) return false;
   if (!a.expandable) return a.ranges.live_allocations() == 0;
   std::vector<std::pair<uint64_t, uint64_t>> runs;
   a.releasable_runs(runs);
@@ -83,7 +85,7 @@ bool DevicePool::Impl::wait_for(const std::vector<FenceId>& fences, std::unique_
 std::vector<device::Release> DevicePool::Impl::take_releasable() {
   std::vector<device::Release> items;
   for (auto& slot : arenas) {
-    if (slot == nullptr || slot->transition) continue;
+    if (slot == nullptr || slot->transition || !tag_awake(slot->tag)) continue;
     Arena& a = *slot;
     if (!settled(a)) {
       request_marker(*a.owner);
@@ -183,30 +185,27 @@ void DevicePool::Impl::release_all() {
       if (e.fence != kNoFence) fences.release(e.fence);
     }
   }
-  for (auto& [handle, s] : streams) {
+  for (auto& [key, s] : streams) {
     if (s.marker != kNoFence) fences.release(s.marker);
   }
   for (const FenceId f : deferred_fences) fences.release(f);
   for (auto& a : arenas) {
     if (a == nullptr) continue;
     if (a->expandable) {
-      for (uint64_t g = 0; g < a->granule_mapped.size();) {
-        if (!a->is_mapped(g)) {
-          ++g;
-          continue;
-        }
-        const uint64_t first = g;
-        while (a->is_mapped(g)) ++g;
-        fire_unmap(a->base + first * a->granule, (g - first) * a->granule, true);
-        backend->unmap(device, a->base, first * a->granule, (g - first) * a->granule);
+      std::vector<std::pair<uint64_t, uint64_t>> runs;
+      a->mapped_runs(runs);
+      for (const auto& [first, last] : runs) {
+        fire_unmap(a->base + first * a->granule, (last - first) * a->granule, true);
+        backend->unmap(device, a->base, first * a->granule, (last - first) * a->granule);
       }
       backend->unreserve(device, a->base, a->size);
     } else {
-      fire_unmap(a->base, a->size, false);
+      if (!a->plain_asleep) fire_unmap(a->base, a->size, false);
       backend->deallocate(device, a->base, a->size);
     }
   }
   arenas.clear();
+  free_staged(~uint64_t{0});
 }
 
 }  // namespace unipool

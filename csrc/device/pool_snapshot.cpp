@@ -15,23 +15,16 @@ namespace {
 using BlocksAt = std::map<uint64_t, const device::Block*>;  // offset -> block, of one arena
 using Extent = std::pair<uint64_t, uint64_t>;               // [begin, end) offsets
 
-// The segments of an arena: the whole plain segment, or each run of mapped
-// granules of an expandable one.
+// The segments of an arena: the whole plain segment (none while it sleeps),
+// or each run of mapped granules of an expandable one.
 std::vector<Extent> extents_of(const device::Arena& a) {
   std::vector<Extent> extents;
   if (!a.expandable) {
-    extents.emplace_back(0, a.size);
+    if (!a.plain_asleep) extents.emplace_back(0, a.size);
     return extents;
   }
-  for (uint64_t g = 0; g < a.granule_mapped.size();) {
-    if (!a.is_mapped(g)) {
-      ++g;
-      continue;
-    }
-    const uint64_t first = g;
-    while (a.is_mapped(g)) ++g;
-    extents.emplace_back(first * a.granule, g * a.granule);
-  }
+  a.mapped_runs(extents);
+  for (Extent& e : extents) e = Extent{e.first * a.granule, e.second * a.granule};
   return extents;
 }
 
@@ -95,6 +88,7 @@ DeviceSnapshot DevicePool::Impl::snapshot() const {
       seg.stream = a.owner->stream;
       seg.small = a.kind == Kind::small;
       seg.expandable = a.expandable;
+      seg.tag = device_tag_name(a.tag);
       add_blocks(a, by_arena[a.id], ranges, extent, &next_range, &seg);
       snap.segments.push_back(std::move(seg));
     }

@@ -36,6 +36,26 @@ bool check(std::string* why, const char* name, const DeviceStatArray& s, const R
 
 }  // namespace
 
+// Sleep's books: the mask says which tags are not awake; only those have
+// staged contents, each of a live block of the tag, of at most its size.
+bool DevicePool::Impl::validate_tags(std::string* why) const {
+  for (unsigned t = 0; t < kMaxDeviceTags; ++t) {
+    const device::TagState& s = tags[t];
+    if (((asleep_mask >> t & 1) != 0) != (s.phase != device::TagPhase::awake)) {
+      return fail(why, "the asleep mask disagrees with tag " + std::to_string(t) + "'s phase");
+    }
+    if (s.phase == device::TagPhase::awake && !s.staged.empty()) return fail(why, "an awake tag has staged contents");
+    for (const auto& [address, staged] : s.staged) {
+      const uint32_t id = live.find(address);
+      if (id == device::kNoIndex || arenas[blocks[id].arena]->tag != t || staged.bytes > blocks[id].size ||
+          staged.host == nullptr) {
+        return fail(why, "staged contents of tag " + std::to_string(t) + " name no live block of it");
+      }
+    }
+  }
+  return true;
+}
+
 bool DevicePool::Impl::validate(std::string* why) const {
   std::lock_guard lock(mutex);
   Recount count[3];  // all, small, large
@@ -64,25 +84,34 @@ bool DevicePool::Impl::validate(std::string* why) const {
         if (g == 0 || !a.is_mapped(g - 1)) ++runs;
       }
       if (mapped != a.mapped || runs != a.runs) return fail(why, "expandable arena's mapped bytes or runs miscounted");
+      for (const auto& [first, last] : a.slept) {
+        for (uint64_t g = first; g < last; ++g) {
+          if (a.is_mapped(g)) return fail(why, "a run sleep gave back is mapped");
+        }
+      }
+      // While its tag sleeps, blocks lie on memory given back; awake, never.
       bool unbacked = false;
       a.ranges.for_each_range([&](const RangeInfo& r) {
         if (r.used && !a.range_mapped(r.offset, r.size)) unbacked = true;
       });
-      if (unbacked && a.unpublished == 0) return fail(why, "a used range lies on unmapped granules");
+      if (unbacked && a.unpublished == 0 && tag_awake(a.tag))
+        return fail(why, "a used range lies on unmapped granules");
     } else {
       if (std::find(s.arenas[k].begin(), s.arenas[k].end(), id) == s.arenas[k].end()) {
         return fail(why, "segment not filed under its owner stream");
       }
     }
-    add(a.kind, &Recount::segment, a.expandable ? static_cast<int64_t>(a.runs) : 1);
+    if (tag_awake(a.tag) && a.has_slept()) return fail(why, "an awake tag's arena has memory sleep gave back");
+    if (a.owner->tag != a.tag) return fail(why, "arena filed under another tag's stream state");
+    add(a.kind, &Recount::segment, a.expandable ? static_cast<int64_t>(a.runs) : (a.plain_asleep ? 0 : 1));
     add(a.kind, &Recount::reserved_bytes, static_cast<int64_t>(a.reserved_bytes()));
     add(a.kind, &Recount::inactive_split, a.split_count());
     add(a.kind, &Recount::inactive_split_bytes, a.split_bytes());
     used_ranges[id] = a.ranges.live_allocations() - a.unpublished;
   }
   // Stream lists name live arenas of their kind, once.
-  for (const auto& [handle, s] : streams) {
-    if (s.stream != handle) return fail(why, "stream state keyed wrongly");
+  for (const auto& [key, s] : streams) {
+    if (s.stream != key.stream || s.tag != key.tag) return fail(why, "stream state keyed wrongly");
     for (size_t k = 0; k < 2; ++k) {
       std::unordered_set<uint32_t> seen;
       for (const uint32_t id : s.arenas[k]) {
@@ -158,6 +187,7 @@ bool DevicePool::Impl::validate(std::string* why) const {
     if (left != 0) return fail(why, "arena " + std::to_string(id) + " has used ranges no block owns");
   }
   if (live.size() != allocated_blocks) return fail(why, "address table size differs from allocated blocks");
+  if (!validate_tags(why)) return false;
   uint64_t pending_entries = 0;
   for (const device::PendingQueue& q : pending.queues()) pending_entries += q.entries.size();
   if (pending_entries != pending.total()) return fail(why, "pending count differs from the queues");

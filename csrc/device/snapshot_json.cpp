@@ -2,7 +2,7 @@
 // dependencies), in the shape of torch.cuda.memory._snapshot():
 //   {"segments": [{"device", "address", "total_size", "stream", "segment_type",
 //                  "allocated_size", "active_size", "requested_size",
-//                  "is_expandable", "blocks": [{"address", "size",
+//                  "is_expandable", "tag", "blocks": [{"address", "size",
 //                  "requested_size", "state", "stream"}]}],
 //    "device_traces": [[], ...]}
 #include <string>
@@ -50,6 +50,7 @@ std::string to_json(const DeviceSnapshot& snapshot, int device_count) {
     field(out, "requested_size", s.requested_size);
     out += "\"is_expandable\": ";
     out += s.expandable ? "true, " : "false, ";
+    out += "\"tag\": \"" + s.tag + "\", ";  // names are plain text: device_tag() takes no quotes apart
     out += "\"blocks\": [";
     bool first_block = true;
     for (const DeviceBlockInfo& b : s.blocks) {

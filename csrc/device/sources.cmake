@@ -13,11 +13,14 @@ list(APPEND UNIPOOL_SOURCES
   device/pool_free.cpp
   device/pool_growth.cpp
   device/pool_release.cpp
+  device/pool_sleep.cpp
   device/pool_snapshot.cpp
   device/pool_trace.cpp
   device/pool_validate.cpp
+  device/pool_wake.cpp
   device/snapshot_json.cpp
-  device/stats.cpp)
+  device/stats.cpp
+  device/tags.cpp)
 
 # The factory names the CUDA backends once backend/cuda lists them.
 if(UNIPOOL_HAS_CUDA AND "backend/cuda/cuda_backends.cpp" IN_LIST UNIPOOL_CUDA_SOURCES)

@@ -30,12 +30,16 @@
 #include "unipool/device_checkpoint.hpp"
 #include "unipool/device_config.hpp"
 #include "unipool/device_error.hpp"
+#include "unipool/device_sleep.hpp"
 #include "unipool/device_snapshot.hpp"
 #include "unipool/device_stats.hpp"
+#include "unipool/device_tags.hpp"
 #include "unipool/device_trace.hpp"
 #include "unipool/fence.hpp"
 
 namespace unipool {
+
+class HostPool;
 
 // A segment, or a run of granules of an expandable segment, that was just
 // mapped or is about to be unmapped: what ncclCommRegister needs.
@@ -70,6 +74,14 @@ struct DeviceOomInfo {
 };
 using DeviceOomObserver = std::function<void(const DeviceOomInfo&)>;
 
+class DevicePool;
+
+// Sleep and wake over several pools (a CUDA allocator's device pools and its
+// graph pools), with DevicePools' rule for tags asleep in some pools only.
+DeviceSleepResult sleep_pools(const std::vector<DevicePool*>& pools, const DeviceSleepRequest& request,
+                              HostPool* host = nullptr);
+DeviceSleepResult wake_pools(const std::vector<DevicePool*>& pools, const std::vector<std::string>& tags = {});
+
 // The pool of one device.
 class DevicePool {
  public:
@@ -78,8 +90,11 @@ class DevicePool {
   DevicePool(const DevicePool&) = delete;
   DevicePool& operator=(const DevicePool&) = delete;
 
-  // Throws DevicePoolError (zero_size, too_large) or OutOfMemoryError.
+  // A block of the calling thread's current tag (device_tags.hpp). Throws
+  // DevicePoolError (zero_size, too_large; asleep: the tag sleeps) or
+  // OutOfMemoryError.
   void* allocate(uint64_t bytes, StreamHandle stream = 0);
+  void* allocate(uint64_t bytes, StreamHandle stream, DeviceTag tag);
   // Throws DevicePoolError(not_live) for a double free, an interior or a
   // foreign pointer; nothing changes then.
   void deallocate(void* ptr);
@@ -134,6 +149,16 @@ class DevicePool {
   // threshold); the pool is unchanged then.
   DeviceRestoreResult restore(const DeviceCheckpoint& cp);
 
+  // Sleep and wake (device_sleep.hpp). Offloaded contents go to `host`
+  // (HostPool::default_pool() when null). A tag in both lists, or sleep on a
+  // backend that cannot keep addresses, is Status::bad_argument; sleep of a
+  // tag already asleep, or wake of one awake, is Status::asleep. `tags`
+  // empty: every tag that is not awake. Failures: see device_sleep.hpp.
+  DeviceSleepResult sleep(const DeviceSleepRequest& request, HostPool* host = nullptr);
+  DeviceSleepResult wake(const std::vector<std::string>& tags = {});
+  // Every tag that has memory, a block or a sleep in this pool.
+  std::vector<DeviceTagStats> tag_stats() const;
+
   // Checks every invariant (range allocators, block table, free lists and
   // pending frees, stats against a recount). *why says what failed.
   bool validate(std::string* why = nullptr) const;
@@ -146,6 +171,8 @@ class DevicePool {
   struct Impl;
 
  private:
+  friend DeviceSleepResult sleep_pools(const std::vector<DevicePool*>&, const DeviceSleepRequest&, HostPool*);
+  friend DeviceSleepResult wake_pools(const std::vector<DevicePool*>&, const std::vector<std::string>&);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -168,6 +195,11 @@ class DevicePools {
   void deallocate(void* ptr, int device_hint = -1);
   void record_stream(void* ptr, StreamHandle stream, int device_hint = -1);
   void empty_cache();  // every device
+  // Every device's pool (see DevicePool). A tag already asleep on some devices
+  // only is put to sleep on the others (and woken likewise): a failed call
+  // can be retried as a whole.
+  DeviceSleepResult sleep(const DeviceSleepRequest& request, HostPool* host = nullptr);
+  DeviceSleepResult wake(const std::vector<std::string>& tags = {});
   // {"segments": [every device's], "device_traces": [...]}
   std::string snapshot_json() const;
   bool validate(std::string* why = nullptr) const;

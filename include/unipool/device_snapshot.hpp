@@ -30,6 +30,7 @@ struct DeviceSegmentInfo {
   StreamHandle stream = 0;      // the stream that owns the segment's free blocks
   bool small = false;           // segment_type "small" or "large"
   bool expandable = false;      // a mapped run of an expandable segment
+  std::string tag = "default";  // of every block in it (device_tags.hpp)
   uint64_t allocated_size = 0;
   uint64_t active_size = 0;
   uint64_t requested_size = 0;
