@@ -83,6 +83,63 @@ const std::vector<std::string>& stat_keys() {
   return keys;
 }
 
+// snprintf's contract: at most `capacity` bytes with the NUL; the full length.
+size_t copy_out(const std::string& text, char* buffer, size_t capacity) {
+  if (buffer != nullptr && capacity > 0) {
+    const size_t n = text.size() < capacity - 1 ? text.size() : capacity - 1;
+    std::memcpy(buffer, text.data(), n);
+    buffer[n] = '\0';
+  }
+  return text.size();
+}
+
+// A C array of tag names; NULL only with count 0.
+std::vector<std::string> names(const char* const* tags, size_t count, const char* what) {
+  if (tags == nullptr && count != 0) {
+    throw DevicePoolError(unipool::Status::bad_argument,
+                          std::string("unipool: ") + what + " is NULL with a count of " + std::to_string(count));
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < count; ++i) {
+    if (tags[i] == nullptr) {
+      throw DevicePoolError(unipool::Status::bad_argument,
+                            std::string("unipool: ") + what + "[" + std::to_string(i) + "] is NULL");
+    }
+    out.emplace_back(tags[i]);
+  }
+  return out;
+}
+
+// Fills what the caller's struct holds (its `size` says how much).
+void fill(unipool_device_sleep_result_t* out, const unipool::DeviceSleepResult& r) {
+  if (out == nullptr) return;
+  unipool_device_sleep_result_t full{sizeof full, r.offloaded_bytes, r.discarded_bytes, r.released_bytes, r.seconds};
+  const size_t n = out->size < sizeof full ? out->size : sizeof full;
+  if (n > sizeof full.size)
+    std::memcpy(reinterpret_cast<char*>(out) + sizeof full.size,
+                reinterpret_cast<const char*>(&full) + sizeof full.size, n - sizeof full.size);
+}
+
+std::string tag_json(const unipool::DeviceTagStats& t, int device) {
+  std::string s = "{";
+  if (device >= 0) s += "\"device\": " + std::to_string(device) + ", ";
+  s += "\"tag\": \"" + t.tag + "\", \"state\": \"" + t.state + "\"";
+  for (const auto& [key, value] : {std::pair<const char*, uint64_t>{"allocated_bytes", t.allocated_bytes},
+                                   {"blocks", t.blocks},
+                                   {"reserved_bytes", t.reserved_bytes},
+                                   {"offloaded_bytes", t.offloaded_bytes},
+                                   {"discarded_bytes", t.discarded_bytes},
+                                   {"released_bytes", t.released_bytes},
+                                   {"host_bytes", t.host_bytes},
+                                   {"sleeps", t.sleeps},
+                                   {"wakes", t.wakes}}) {
+    s += std::string(", \"") + key + "\": " + std::to_string(value);
+  }
+  s += ", \"last_sleep_seconds\": " + std::to_string(t.last_sleep_seconds);
+  s += ", \"last_wake_seconds\": " + std::to_string(t.last_wake_seconds) + "}";
+  return s;
+}
+
 }  // namespace
 
 extern "C" {
@@ -171,13 +228,44 @@ size_t unipool_device_snapshot_json(unipool_device_pools_t* pools, int device, c
     unipool::DevicePools& p = *resolve(pools);
     json = device == -1 ? p.snapshot_json() : p.pool(device).snapshot_json();
   });
-  if (s != UNIPOOL_OK) return 0;
-  if (buffer != nullptr && capacity > 0) {
-    const size_t n = json.size() < capacity - 1 ? json.size() : capacity - 1;
-    std::memcpy(buffer, json.data(), n);
-    buffer[n] = '\0';
-  }
-  return json.size();
+  return s == UNIPOOL_OK ? copy_out(json, buffer, capacity) : 0;
+}
+
+unipool_status_t unipool_device_set_tag(const char* tag) {
+  return guarded(
+      [&] { unipool::set_current_device_tag(tag == nullptr ? unipool::kDefaultDeviceTag : unipool::device_tag(tag)); });
+}
+
+unipool_status_t unipool_device_sleep(unipool_device_pools_t* pools, const char* const* offload, size_t offload_count,
+                                      const char* const* discard, size_t discard_count,
+                                      unipool_device_sleep_result_t* result) {
+  return guarded([&] {
+    unipool::DeviceSleepRequest request{names(offload, offload_count, "offload"),
+                                        names(discard, discard_count, "discard")};
+    fill(result, resolve(pools)->sleep(request));
+  });
+}
+
+unipool_status_t unipool_device_wake(unipool_device_pools_t* pools, const char* const* tags, size_t count,
+                                     unipool_device_sleep_result_t* result) {
+  return guarded([&] { fill(result, resolve(pools)->wake(names(tags, count, "tags"))); });
+}
+
+size_t unipool_device_tag_stats_json(unipool_device_pools_t* pools, int device, char* buffer, size_t capacity) {
+  std::string json = "[";
+  const unipool_status_t s = guarded([&] {
+    unipool::DevicePools& p = *resolve(pools);
+    if (device != -1) (void)p.pool(device);  // the bad-device error
+    for (int d = 0; d < p.device_count(); ++d) {
+      if (device != -1 && d != device) continue;
+      for (const unipool::DeviceTagStats& t : p.pool(d).tag_stats()) {
+        if (json.size() > 1) json += ", ";
+        json += tag_json(t, device == -1 ? d : -1);
+      }
+    }
+  });
+  json += "]";
+  return s == UNIPOOL_OK ? copy_out(json, buffer, capacity) : 0;
 }
 
 unipool_status_t unipool_device_set_memory_fraction(unipool_device_pools_t* pools, int device, double fraction) {

@@ -25,6 +25,7 @@ std::shared_ptr<DeviceBackend> make_device_backend(const DevicePoolConfig& confi
     o.devices = config.sim_devices;
     o.capacity = config.sim_capacity;
     o.granularity = config.sim_granularity;
+    o.accessible = config.sim_accessible;
     o.expandable = true;
     return std::make_shared<SimBackend>(o);
   }

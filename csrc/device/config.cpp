@@ -111,12 +111,14 @@ void apply(DevicePoolConfig& c, std::string_view key, std::string_view value) {
     c.sim_granularity = parse_size(key, value);
     const uint64_t g = c.sim_granularity;
     if (g < 4096 || (g & (g - 1)) != 0) bad(key, value, "a power of two of at least 4 KiB");
+  } else if (key == "sim_accessible") {
+    c.sim_accessible = parse_bool(key, value);
   } else {
     throw DevicePoolError(Status::bad_argument,
                           "unipool: UNIPOOL_DEVICE_CONF: unknown key '" + std::string(key) +
                               "' (known: backend, memory_fraction, memory_limit, max_split_size_mb, "
                               "garbage_collection_threshold, release_threshold, expandable_segments, "
-                              "sim_capacity, sim_devices, sim_granularity)");
+                              "sim_capacity, sim_devices, sim_granularity, sim_accessible)");
   }
 }
 

@@ -321,7 +321,7 @@ void* DevicePool::Impl::carve_at(Arena& a, const DeviceCheckpointBlock& b) {
   device::stat_change(stats.inactive_split, a.kind, a.split_count() - split_count);
   device::stat_change(stats.inactive_split_bytes, a.kind, a.split_bytes() - split_bytes);
   refit(a);
-  const Request r{b.requested, b.size, a.kind, a.whole_only, b.stream};
+  const Request r{b.requested, b.size, a.kind, a.whole_only, b.stream, a.tag};
   void* p = publish(a, range, b.size, r);
   device::Block& block = blocks[live.find(b.address)];
   for (const StreamHandle s : b.other_streams) {

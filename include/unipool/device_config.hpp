@@ -40,6 +40,7 @@ struct DevicePoolConfig {
   uint64_t sim_capacity = uint64_t{16} << 30;
   int sim_devices = 1;
   uint64_t sim_granularity = uint64_t{2} << 20;
+  bool sim_accessible = false;  // SimBackendOptions::accessible
 
   // Parses a config string; throws DevicePoolError(bad_argument) naming the
   // offending key, also for a key given twice and for a sim_granularity above

@@ -642,11 +642,54 @@ std::vector<Case> pluggable_maintenance_cases() {
   };
 }
 
+// ---- device.h: tags and sleep ------------------------------------------------------
+
+std::vector<Case> device_sleep_cases() {
+  return {
+      {"unipool_device_set_tag", "an empty name, a name of 65 characters; NULL is the default",
+       [](Env&) {
+         EXPECT_REFUSED(unipool_device_set_tag(""), UNIPOOL_BAD_ARGUMENT, "1 to 64 characters");
+         EXPECT_REFUSED(unipool_device_set_tag(std::string(65, 't').c_str()), UNIPOOL_BAD_ARGUMENT, "1 to 64");
+         EXPECT_EQ(unipool_device_set_tag(nullptr), UNIPOOL_OK);
+       }},
+      {"unipool_device_sleep", "no tag, NULL arrays and names, a tag in both lists, a tag already asleep",
+       [](Env& e) {
+         const char* kv[] = {"bad-input-kv"};
+         const char* null_name[] = {nullptr};
+         EXPECT_REFUSED(unipool_device_sleep(e.dev, nullptr, 0, nullptr, 0, nullptr), UNIPOOL_BAD_ARGUMENT,
+                        "at least one tag");
+         EXPECT_REFUSED(unipool_device_sleep(e.dev, nullptr, 1, nullptr, 0, nullptr), UNIPOOL_BAD_ARGUMENT,
+                        "offload is NULL");
+         EXPECT_REFUSED(unipool_device_sleep(e.dev, nullptr, 0, null_name, 1, nullptr), UNIPOOL_BAD_ARGUMENT,
+                        "discard[0] is NULL");
+         EXPECT_REFUSED(unipool_device_sleep(e.dev, kv, 1, kv, 1, nullptr), UNIPOOL_BAD_ARGUMENT, "both");
+         ASSERT_EQ(unipool_device_sleep(e.dev, nullptr, 0, kv, 1, nullptr), UNIPOOL_OK) << unipool_last_error();
+         EXPECT_REFUSED(unipool_device_sleep(e.dev, nullptr, 0, kv, 1, nullptr), UNIPOOL_ASLEEP, "already asleep");
+         EXPECT_EQ(unipool_device_wake(e.dev, kv, 1, nullptr), UNIPOOL_OK) << unipool_last_error();
+       }},
+      {"unipool_device_wake", "a tag awake, nothing asleep, a NULL array with a count",
+       [](Env& e) {
+         const char* kv[] = {"bad-input-kv"};
+         EXPECT_REFUSED(unipool_device_wake(e.dev, kv, 1, nullptr), UNIPOOL_ASLEEP, "is awake");
+         EXPECT_REFUSED(unipool_device_wake(e.dev, nullptr, 0, nullptr), UNIPOOL_ASLEEP, "no tag is asleep");
+         EXPECT_REFUSED(unipool_device_wake(e.dev, nullptr, 2, nullptr), UNIPOOL_BAD_ARGUMENT, "tags is NULL");
+       }},
+      {"unipool_device_tag_stats_json", "a bad device: 0 and the reason; nothing written",
+       [](Env& e) {
+         char buffer[16] = "untouched";
+         EXPECT_EQ(unipool_device_tag_stats_json(e.dev, 2, buffer, sizeof buffer), 0u);
+         EXPECT_TRUE(LastErrorNames("device 2"));
+         EXPECT_STREQ(buffer, "untouched");
+         EXPECT_GT(unipool_device_tag_stats_json(e.dev, -1, nullptr, 0), 0u);  // "[]" at least
+       }},
+  };
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> all;
-  for (auto part :
-       {common_cases, host_pool_cases, host_alloc_cases, host_free_cases, host_query_cases, host_history_cases,
-        device_pools_cases, device_alloc_cases, device_stats_cases, pluggable_cases, pluggable_maintenance_cases}) {
+  for (auto part : {common_cases, host_pool_cases, host_alloc_cases, host_free_cases, host_query_cases,
+                    host_history_cases, device_pools_cases, device_alloc_cases, device_stats_cases, device_sleep_cases,
+                    pluggable_cases, pluggable_maintenance_cases}) {
     for (const Case& c : part()) all.push_back(c);
   }
   return all;

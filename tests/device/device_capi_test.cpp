@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "support/units.hpp"
@@ -126,6 +128,87 @@ TEST(DeviceCApiConfig, DefaultPoolsFromEnvironment) {
   EXPECT_EQ(unipool_device_free_on(nullptr, p, 2), UNIPOOL_OK);
   EXPECT_EQ(alloc(nullptr, 64 * kMiB, 0, nullptr), nullptr);  // over 32 MiB
   ::unsetenv("UNIPOOL_DEVICE_CONF");
+}
+
+// Sleep and wake through the C ABI on an accessible sim device: the tag's
+// memory goes back, its contents come back at the same address, and the
+// per-tag stats say so.
+TEST(DeviceCApiSleep, OffloadAndDiscardThenWake) {
+  unipool_device_pools_t* pools = nullptr;
+  ASSERT_EQ(unipool_device_pools_create("backend=sim,sim_capacity=256MiB,sim_accessible=true", &pools), UNIPOOL_OK)
+      << unipool_last_error();
+  ASSERT_EQ(unipool_device_set_tag("capi-weights"), UNIPOOL_OK);
+  auto* w = static_cast<unsigned char*>(alloc(pools, 3 * kMiB, 0));
+  ASSERT_EQ(unipool_device_set_tag("capi-kv"), UNIPOOL_OK);
+  void* kv = alloc(pools, 8 * kMiB, 0);
+  ASSERT_EQ(unipool_device_set_tag(nullptr), UNIPOOL_OK);
+  for (size_t i = 0; i < 3 * kMiB; ++i) w[i] = static_cast<unsigned char>(i * 7);
+
+  const char* offload[] = {"capi-weights"};
+  const char* discard[] = {"capi-kv"};
+  unipool_device_sleep_result_t r{};
+  r.size = sizeof r;
+  ASSERT_EQ(unipool_device_sleep(pools, offload, 1, discard, 1, &r), UNIPOOL_OK) << unipool_last_error();
+  EXPECT_EQ(r.offloaded_bytes, 3 * kMiB);
+  EXPECT_EQ(r.discarded_bytes, 8 * kMiB);
+  EXPECT_GE(r.released_bytes, 11 * kMiB);
+  int64_t reserved = -1;
+  ASSERT_EQ(unipool_device_stat(pools, 0, "reserved_bytes.all.current", &reserved), UNIPOOL_OK);
+  EXPECT_EQ(reserved, 0);
+  void* p = nullptr;
+  ASSERT_EQ(unipool_device_set_tag("capi-kv"), UNIPOOL_OK);
+  EXPECT_EQ(unipool_device_alloc(pools, kMiB, 0, nullptr, &p), UNIPOOL_ASLEEP);
+  EXPECT_NE(std::string(unipool_last_error()).find("'capi-kv'"), std::string::npos) << unipool_last_error();
+  ASSERT_EQ(unipool_device_set_tag(nullptr), UNIPOOL_OK);
+
+  const size_t n = unipool_device_tag_stats_json(pools, -1, nullptr, 0);
+  std::string json(n, '\0');
+  ASSERT_EQ(unipool_device_tag_stats_json(pools, -1, json.data(), n + 1), n);
+  const auto tags = nlohmann::json::parse(json);
+  bool seen = false;
+  for (const auto& t : tags) {
+    if (t["tag"] != "capi-weights") continue;
+    seen = true;
+    EXPECT_EQ(t["state"], "asleep");
+    EXPECT_EQ(t["host_bytes"], 3 * kMiB);
+    EXPECT_EQ(t["device"], 0);
+  }
+  EXPECT_TRUE(seen) << json;
+
+  unipool_device_sleep_result_t woke{};
+  woke.size = sizeof woke;
+  ASSERT_EQ(unipool_device_wake(pools, nullptr, 0, &woke), UNIPOOL_OK) << unipool_last_error();
+  EXPECT_EQ(woke.released_bytes, r.released_bytes);
+  for (size_t i = 0; i < 3 * kMiB; ++i) ASSERT_EQ(w[i], static_cast<unsigned char>(i * 7)) << i;
+  EXPECT_EQ(unipool_device_free(pools, w), UNIPOOL_OK);
+  EXPECT_EQ(unipool_device_free(pools, kv), UNIPOOL_OK);
+  EXPECT_EQ(unipool_device_validate(pools), UNIPOOL_OK) << unipool_last_error();
+  unipool_device_pools_destroy(pools);
+}
+
+// An older caller's shorter result struct is never written past.
+TEST(DeviceCApiSleep, AShorterResultStructIsFilledOnlyAsFarAsItGoes) {
+  unipool_device_pools_t* pools = nullptr;
+  ASSERT_EQ(unipool_device_pools_create("backend=sim,sim_capacity=64MiB", &pools), UNIPOOL_OK);
+  ASSERT_EQ(unipool_device_set_tag("capi-short"), UNIPOOL_OK);
+  void* p = alloc(pools, kMiB, 0);
+  ASSERT_EQ(unipool_device_set_tag(nullptr), UNIPOOL_OK);
+  struct {
+    unipool_device_sleep_result_t head;
+    char guard[8];
+  } buf;
+  std::memset(&buf, 0x5A, sizeof buf);
+  buf.head.size = offsetof(unipool_device_sleep_result_t, discarded_bytes);  // size and offloaded_bytes only
+  const char* discard[] = {"capi-short"};
+  ASSERT_EQ(unipool_device_sleep(pools, nullptr, 0, discard, 1, &buf.head), UNIPOOL_OK) << unipool_last_error();
+  EXPECT_EQ(buf.head.offloaded_bytes, 0u);
+  const auto* after = reinterpret_cast<const unsigned char*>(&buf.head.discarded_bytes);
+  for (size_t i = 0; i < sizeof buf - offsetof(unipool_device_sleep_result_t, discarded_bytes); ++i) {
+    ASSERT_EQ(after[i], 0x5A) << "written past the caller's struct at " << i;
+  }
+  ASSERT_EQ(unipool_device_wake(pools, discard, 1, nullptr), UNIPOOL_OK) << unipool_last_error();
+  EXPECT_EQ(unipool_device_free(pools, p), UNIPOOL_OK);
+  unipool_device_pools_destroy(pools);
 }
 
 }  // namespace

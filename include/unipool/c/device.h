@@ -66,6 +66,42 @@ size_t unipool_device_snapshot_json(unipool_device_pools_t* pools, int device, c
 unipool_status_t unipool_device_set_memory_fraction(unipool_device_pools_t* pools, int device, double fraction);
 unipool_status_t unipool_device_set_memory_limit(unipool_device_pools_t* pools, int device, uint64_t bytes);
 
+/* Tags and sleep (docs/device_pool.md, "Sleep and wake"). The calling
+ * thread's tag for new blocks: a name of 1 to 64 characters, NULL for
+ * "default". UNIPOOL_BAD_ARGUMENT for a bad name or a 65th tag. */
+unipool_status_t unipool_device_set_tag(const char* tag);
+
+/* What one sleep or wake did. Set `size` to sizeof(unipool_device_sleep_result_t)
+ * before the call; the library fills only what a struct of that size holds. */
+typedef struct unipool_device_sleep_result {
+  size_t size;
+  uint64_t offloaded_bytes; /* copied to host (sleep) or back (wake) */
+  uint64_t discarded_bytes; /* live blocks whose contents were dropped */
+  uint64_t released_bytes;  /* device memory unmapped (sleep) or mapped again (wake) */
+  double seconds;
+} unipool_device_sleep_result_t;
+
+/* Every device's blocks of the tags in offload[] keep their contents in host
+ * memory (the default host pool), those of discard[] lose them; the device
+ * memory of both goes back, their addresses stay. `result` may be NULL.
+ * UNIPOOL_BAD_ARGUMENT: no tag, a tag in both lists, a backend that cannot
+ * keep addresses (cuda_malloc). UNIPOOL_ASLEEP: a tag already asleep.
+ * UNIPOOL_BACKEND_ERROR / UNIPOOL_OUT_OF_SPACE: a failure part way; the
+ * message says whether the tag is unchanged or partly asleep (call again). */
+unipool_status_t unipool_device_sleep(unipool_device_pools_t* pools, const char* const* offload, size_t offload_count,
+                                      const char* const* discard, size_t discard_count,
+                                      unipool_device_sleep_result_t* result);
+/* Maps the tags' memory again at the same addresses and copies offloaded
+ * contents back. count 0: every tag asleep. UNIPOOL_ASLEEP: a tag awake, or
+ * none asleep. */
+unipool_status_t unipool_device_wake(unipool_device_pools_t* pools, const char* const* tags, size_t count,
+                                     unipool_device_sleep_result_t* result);
+/* Per tag: [{"tag", "state", "allocated_bytes", "blocks", "reserved_bytes",
+ * "offloaded_bytes", "discarded_bytes", "released_bytes", "host_bytes",
+ * "sleeps", "wakes", "last_sleep_seconds", "last_wake_seconds"}], device -1
+ * for all (then with "device"). Sized as unipool_device_snapshot_json. */
+size_t unipool_device_tag_stats_json(unipool_device_pools_t* pools, int device, char* buffer, size_t capacity);
+
 /* Checks every invariant of every device pool; UNIPOOL_BAD_ARGUMENT and the
  * broken invariant in unipool_last_error() if one fails. */
 unipool_status_t unipool_device_validate(unipool_device_pools_t* pools);
