@@ -175,6 +175,71 @@ def test_pluggable_allocator_without_the_library(monkeypatch):
         unipool.torch.pluggable_allocator()
 
 
+# ---- unipool.torch: tags, sleep and wake (their behaviour: test_sleep_wake.py) ---
+
+@covers("unipool.torch.tag")
+@pytest.mark.parametrize("name, error, text", [
+    ("", ValueError, "1 to 64 characters"),
+    ("x" * 65, ValueError, "1 to 64 characters"),
+    (None, TypeError, "name must be a str"),
+    (b"weights", TypeError, "name must be a str"),
+])
+def test_tag_refuses_bad_names(name, error, text):
+    with pytest.raises(error, match=text):
+        with unipool.torch.tag(name):
+            pass
+    assert unipool.torch.current_tag() == "default", "a refused tag was left current"
+
+
+@covers("unipool.torch.current_tag")
+def test_current_tag_takes_no_arguments():
+    with pytest.raises(TypeError, match="current_tag"):
+        unipool.torch.current_tag("weights")
+
+
+@covers("unipool.torch.sleep", "unipool.torch.wake")
+@pytest.mark.parametrize("call, error, text", [
+    (lambda: unipool.torch.sleep(offload="weights"), TypeError, "offload must be a list of tag names"),
+    (lambda: unipool.torch.sleep(discard=[b"kv"]), TypeError, "discard must hold tag names"),
+    (lambda: unipool.torch.sleep(offload=7), TypeError, "offload must be a list"),
+    (lambda: unipool.torch.wake("weights"), TypeError, "tags must be a list of tag names"),
+    (lambda: unipool.torch.wake([None]), TypeError, "tags must hold tag names"),
+])
+def test_sleep_and_wake_refuse_bad_tag_lists(call, error, text):
+    with pytest.raises(error, match=text):
+        call()
+
+
+@covers("unipool.torch.sleep", "unipool.torch.wake", "unipool.torch.tag_stats")
+def test_sleep_wake_and_tag_stats_before_install_say_so():
+    for call in (lambda: unipool.torch.sleep(offload=["weights"]), lambda: unipool.torch.wake(),
+                 lambda: unipool.torch.tag_stats(0)):
+        with pytest.raises(RuntimeError, match="install"):
+            call()
+
+
+@covers("unipool.torch.tag_stats")
+@pytest.mark.parametrize("device, error, text", [("0", TypeError, "device must be an int"),
+                                                 (True, TypeError, "device must be an int")])
+def test_tag_stats_refuses_a_bad_device(device, error, text):
+    with pytest.raises(error, match=text):
+        unipool.torch.tag_stats(device)
+
+
+@needs_gpu
+@covers("unipool.torch.tag_stats")
+def test_tag_stats_of_a_device_that_does_not_exist():
+    run_py(f"""
+import torch, unipool.torch
+unipool.torch.install(device_conf="{SIM}")
+try:
+    unipool.torch.tag_stats(5)
+    raise SystemExit("tag_stats(5) returned")
+except ValueError as e:
+    assert "device 5 does not exist" in str(e), e
+""")
+
+
 # ---- KVBlockPool: construction -----------------------------------------------------
 
 @covers("unipool.KVBlockPool", "unipool.KVBlockPool.block_shape", "unipool.KVBlockPool.dtype",

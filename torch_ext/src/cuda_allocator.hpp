@@ -98,6 +98,14 @@ class UnipoolCudaAllocator final : public CUDAAllocator {
   // validate() of private pool (device, id); false with *why if it is not there.
   bool validate_private_pool(int device, MempoolId_t id, std::string* why);
 
+  // Sleep and wake (unipool/device_sleep.hpp) of every pool, default and
+  // private (CUDA graph pools, MemPools): cuda_sleep.cpp. Private pools are
+  // held (not released) meanwhile. Throws DevicePoolError.
+  DeviceSleepResult sleep(const DeviceSleepRequest& request, HostPool* host);
+  DeviceSleepResult wake(const std::vector<std::string>& tags);
+  // Device `device`'s tags over its default and private pools, summed.
+  std::vector<DeviceTagStats> tag_stats(int device);
+
   // The device and stream an allocation without explicit ones uses: torch's
   // current ones, or device 0 / the default stream on the sim backend.
   int current_device() const;
@@ -123,6 +131,7 @@ class UnipoolCudaAllocator final : public CUDAAllocator {
                     const std::unordered_map<uint64_t, std::shared_ptr<c10::GatheredContext>>& contexts);
   DevicePool& pool_for(int device, StreamHandle stream);  // a private pool if a filter takes the stream
   DevicePool* owner_of(void* ptr, int device_hint);
+  std::vector<DevicePool*> every_pool_locked(int device);  // -1: every device
   static void delete_fn(void* ptr);
 
   std::unique_ptr<DevicePools> pools_;

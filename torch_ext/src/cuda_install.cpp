@@ -112,8 +112,13 @@ UnipoolCudaAllocator& installed() {
 
 bool is_installed(const c10::Allocator* a) { return g_allocator != nullptr && a == g_allocator.get(); }
 
+void bind_cuda_sleep(py::module_& m);   // cuda_sleep.cpp
+void bind_device_tags(py::module_& m);  // cuda_sleep.cpp
+
 void bind_cuda_allocator(py::module_& m) {
   m.attr("_has_cuda_allocator") = true;
+  bind_cuda_sleep(m);
+  bind_device_tags(m);
   m.def("install", &install, py::arg("device_conf") = "", py::arg("host_conf") = "");
   m.def("installed", [] { return g_allocator != nullptr; });
 }
