@@ -171,6 +171,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
   if (mmap(reinterpret_cast<void*>(begin), size, PROT_NONE, kMapFlags | MAP_FIXED, -1, 0) == MAP_FAILED) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  unipool::nullgpu::detail::advise_device_memory(s, reinterpret_cast<void*>(begin), size);
   it->second.mapped = true;
   s.mappings.emplace(begin, Mapping{size, handle});
   return CUDA_SUCCESS;

@@ -79,6 +79,8 @@ struct Config {
                           // from 9.0 on, torch sends attention to cuDNN, not stood in)
   int compute_minor = 0;
   int sm_count = 108;
+  // Device memory in transparent huge pages (see advise_device_memory).
+  bool huge_pages = true;
 };
 
 // The configuration of a process whose null GPU is the preloaded shared

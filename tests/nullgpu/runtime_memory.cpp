@@ -13,6 +13,7 @@ using unipool::nullgpu::detail::Call;
 using unipool::nullgpu::detail::capture_forbids_sync;
 using unipool::nullgpu::detail::containing;
 using unipool::nullgpu::detail::HostAllocation;
+using unipool::nullgpu::detail::advise_device_memory;
 using unipool::nullgpu::detail::map_memory;
 using unipool::nullgpu::detail::unmap_memory;
 using unipool::nullgpu::detail::DeviceAllocation;
@@ -47,6 +48,7 @@ cudaError_t device_malloc(Call& call, void** devPtr, size_t size) {
   uint64_t mapped = 0;
   void* storage = map_memory(size, kAlignment, &mapped);
   if (storage == nullptr) return call.fail(cudaErrorMemoryAllocation);
+  advise_device_memory(call.s, storage, mapped);
   call.s.allocations.emplace(reinterpret_cast<uintptr_t>(storage), DeviceAllocation{device, size, false, mapped});
   call.s.charge(device, size);
   *devPtr = storage;

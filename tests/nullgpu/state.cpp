@@ -169,6 +169,10 @@ void* map_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes) {
 
 void unmap_memory(void* base, uint64_t mapped_bytes) { munmap(base, mapped_bytes); }
 
+void advise_device_memory(const State& s, void* base, uint64_t bytes) {
+  if (s.config.huge_pages) (void)madvise(base, bytes, MADV_HUGEPAGE);
+}
+
 void destroy_graph(CUgraph_st* graph) {
   for (auto& [object, references] : graph->user_objects) {
     object->references -= std::min(object->references, references);

@@ -172,6 +172,11 @@ auto containing(Map& map, uintptr_t address, SizeOf size_of) {
 // the length to give unmap_memory.
 void* map_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes);
 void unmap_memory(void* base, uint64_t mapped_bytes);
+// With Config::huge_pages, asks the kernel to back device memory with
+// transparent huge pages: a GPU's memory has no 4 KiB first-touch faults, and
+// a copy into freshly mapped device memory should not pay 512 of them per
+// 2 MiB granule. A hint only: nothing fails without THP.
+void advise_device_memory(const State& s, void* base, uint64_t bytes);
 
 // A device attribute (CUdevice_attribute / cudaDeviceAttr: the same
 // numbers) as the configured device reports it; 0 for what it lacks.
