@@ -47,6 +47,9 @@ scripts/nullgpu.sh python3 bench/kv_offload/kv_offload.py "$@" --cpp "$bin/kv_of
 echo "=== memory history: torch's _record_memory_history under unipool, null GPU (docs/pytorch.md) ==="
 scripts/nullgpu.sh python3 bench/memory_history/history_cost.py "$@" --json "$out/memory_history.json"
 
+echo "=== sleep and wake: Llama-3.2-1B's memory given back and taken again, null GPU (docs/device_pool.md) ==="
+python3 bench/sleep_wake/sleep_wake.py "$@" --json "$out/sleep_wake.json" | tee "$out/sleep_wake.txt"
+
 echo "=== model live: Llama-3.2-1B served under each device allocator, null GPU (bench/model/README.md) ==="
 python3 bench/model/live.py "$@" --json "$out/model_live.json" | tee "$out/model_live.txt"
 
