@@ -295,6 +295,35 @@ PyObject* core_free_and_alloc(PyObject* self, PyObject* const* args, Py_ssize_t 
   return list;
 }
 
+// True when every id of the batch is live (handed out, not freed). A batch
+// of ids out of range is not live. Lets a transfer engine refuse to send to
+// or from a freed block before it posts anything (unipool.nixl).
+template <class Id>
+bool all_live(const KVBlockPool* pool, const Id* ids, int64_t n) {
+  bool live = true;
+  for (int64_t i = 0; i < n; ++i) live &= ids[i] >= 0 && pool->is_live(static_cast<uint64_t>(ids[i]));
+  return live;
+}
+
+// is_live(id) -> bool; is_live(ids) -> bool, every id live.
+PyObject* core_is_live(PyObject* self, PyObject* ids) {
+  KVBlockPool* pool = pool_or_raise(self);
+  if (!pool) return nullptr;
+  if (PyLong_Check(ids)) {
+    const long long id = PyLong_AsLongLong(ids);
+    if (id == -1 && PyErr_Occurred()) return nullptr;
+    return PyBool_FromLong(id >= 0 && pool->is_live(static_cast<uint64_t>(id)));
+  }
+  IdTensor t;
+  if (id_tensor(ids, t, /*write=*/false)) {
+    return PyBool_FromLong(t.is64 ? all_live(pool, static_cast<const int64_t*>(t.data), t.n)
+                                  : all_live(pool, static_cast<const int32_t*>(t.data), t.n));
+  }
+  std::vector<int64_t> v;
+  if (!read_ids(ids, v)) return nullptr;
+  return PyBool_FromLong(all_live(pool, v.data(), static_cast<int64_t>(v.size())));
+}
+
 PyObject* core_noop(PyObject*, PyObject*) { Py_RETURN_NONE; }
 
 PyObject* core_validate(PyObject* self, PyObject*) {
@@ -381,6 +410,8 @@ PyMethodDef g_methods[] = {
      "free_and_alloc(ids, n, out=None): free ids, then allocate n blocks (a list, or into `out`, which may be "
      "`ids` itself), in one call; refused as a whole"},
     {"collect_deferred", core_collect, METH_NOARGS, "free the deferred blocks whose fences completed"},
+    {"is_live", core_is_live, METH_O,
+     "is_live(id) or is_live(ids): whether the id (every id) is handed out and not freed"},
     {"stats", core_stats, METH_NOARGS, "counters of the pool"},
     {"reset_peak_stats", core_reset_peak_stats, METH_NOARGS, "peak_live_blocks := live_blocks"},
     {"validate", core_validate, METH_NOARGS, "check every invariant (raises AssertionError)"},
