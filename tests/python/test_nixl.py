@@ -165,11 +165,29 @@ def test_transfers_naming_freed_blocks_are_refused_before_posting(pair):
         a.write(src, peer_of_a, dst)
     src = src[:2] + a.pool.alloc(2)
     peer_of_a.revoke(dst[1:2])
-    with pytest.raises(ValueError, match=f"block {dst[1]} of peer .* is not granted"):
+    with pytest.raises(ValueError, match=f"block {dst[1]} of the peer is not granted"):
         a.write(src, peer_of_a, dst)
     with pytest.raises(ValueError, match="4 local ids but 3 peer ids"):
         a.write(src, peer_of_a, dst[:3])
     assert int(b.pool.view(dst[0])[0]) == 7  # nothing was posted
+
+
+def test_transfer_indices_take_lists_arrays_and_tensors(pair):
+    a, b, peer_of_a, _ = pair
+    src, dst = a.pool.alloc(5), b.pool.alloc(5)
+    peer_of_a.grant(dst)
+    for ids, peer_ids in ((src, dst), (np.array(src), torch.tensor(dst, dtype=torch.int32)),
+                          (torch.tensor(src), np.array(dst, dtype=np.uint32))):
+        local, remote = a.transfer_indices(ids, peer_of_a, peer_ids)
+        assert local.dtype == remote.dtype == np.int32
+        assert local.tolist() == src and remote.tolist() == dst
+    with pytest.raises(IndexError, match="peer block id 64 out of range"):
+        a.transfer_indices(src, peer_of_a, dst[:4] + [64])
+    with pytest.raises(IndexError, match="block id -1 out of range"):
+        a.transfer_indices(src[:4] + [-1], peer_of_a, dst)
+    a.disconnect(peer_of_a)
+    with pytest.raises(ValueError, match="is not connected"):
+        a.transfer_indices(src, peer_of_a, dst)
 
 
 def test_bad_metadata_and_bad_pools_are_refused(agent):

@@ -241,6 +241,9 @@ class KVPeer:
         self.name = name
         self.num_blocks, self.block_bytes = int(geometry["num_blocks"]), int(geometry["block_bytes"])
         self.granted = np.zeros(self.num_blocks, dtype=bool)
+        self._granted_t = torch.from_numpy(self.granted)  # the same bytes, as the extension reads them
+        self._out = np.empty(self.num_blocks, dtype=np.int32)  # descriptor indices, reused by each transfer
+        self._out_t = torch.from_numpy(self._out)
         self._dlist = dlist
 
     def grant(self, ids: Ids) -> None:
@@ -289,11 +292,12 @@ class KVAgent:
         self.peers: dict[str, KVPeer] = {}
         self.cache = RegionCache(self.agent, max_region_bytes=max_region_bytes)
         self._dlist = None
-        self._prep_id = np.arange(pool.num_blocks, dtype=np.int64)  # reused by descs() for bounds
+        self._out_local = np.empty(pool.num_blocks, dtype=np.int32)  # descriptor indices, reused by each transfer
+        self._out_local_t = torch.from_numpy(self._out_local)
         self.cache.on_map(self.base, pool.num_blocks * self.stride, piece_bytes=self.blocks_per_region * self.stride)
         try:
             self._dlist = _nixl_call("preparing the pool's block descriptors", self.agent.prep_xfer_dlist,
-                                     "NIXL_INIT_AGENT", self.descs(self._prep_id), "DRAM")
+                                     "NIXL_INIT_AGENT", self.descs(np.arange(pool.num_blocks)), "DRAM")
         except NixlError:
             self.cache.close()
             raise
@@ -377,26 +381,25 @@ class KVAgent:
 
     def transfer_indices(self, ids: Ids, peer: KVPeer, peer_ids: Ids) -> tuple[np.ndarray, np.ndarray]:
         """The checked descriptor indices of a transfer (what write and read
-        post): local ids must be live in the pool, peer ids granted by the
-        peer, both lists of one length. Refused with ValueError naming the
-        first bad id, before anything is posted."""
-        local = self._in_range(_as_ids(ids, "KVAgent: ids"), "transfer")
-        remote = peer._checked(peer_ids, "transfer")
-        if local.size != remote.size:
-            raise ValueError(f"KVAgent: {local.size} local ids but {remote.size} peer ids")
+        post), as int32 arrays: local ids must be live in the pool, peer ids
+        granted by the peer, both lists of one length. Refused with
+        ValueError naming the first bad id, before anything is posted."""
+        local, remote = self._indices(ids, peer, peer_ids)
+        return local.copy(), remote.copy()
+
+    def _indices(self, ids: Ids, peer: KVPeer, peer_ids: Ids) -> tuple[np.ndarray, np.ndarray]:
+        # Views of buffers reused by the next call: NIXL copies the indices
+        # when it makes the request, so _post needs no copy of its own.
         if peer._dlist is None or self.peers.get(peer.name) is not peer:
             raise ValueError(f"KVAgent: peer {peer.name!r} is not connected")
-        if not self.pool.is_live(torch.from_numpy(local)):
-            bad = next(int(i) for i in local if not self.pool.is_live(int(i)))
-            raise ValueError(f"KVAgent: block {bad} of this pool is not allocated (freed?): transfer refused")
-        if not peer.granted[remote].all():
-            bad = int(remote[~peer.granted[remote]][0])
-            raise ValueError(f"KVAgent: block {bad} of peer {peer.name!r} is not granted (freed by the peer?): "
-                             f"transfer refused")
-        return local.astype(np.int32), remote.astype(np.int32)
+        try:  # one call into the extension: the checks and both index arrays
+            n = self.pool._transfer_indices(ids, peer_ids, peer._granted_t, self._out_local_t, peer._out_t)
+        except (ValueError, IndexError) as e:
+            raise type(e)(f"KVAgent: {e} (peer {peer.name!r}): transfer refused") from None
+        return self._out_local[:n], peer._out[:n]
 
     def _post(self, op: str, ids: Ids, peer: KVPeer, peer_ids: Ids, notif: bytes) -> Transfer:
-        local, remote = self.transfer_indices(ids, peer, peer_ids)
+        local, remote = self._indices(ids, peer, peer_ids)
         what = f"{op} of {local.size} blocks with peer {peer.name!r}"
         try:
             handle = _nixl_call(f"preparing {what}", self.agent.make_prepped_xfer, op, self._dlist, local,
