@@ -23,8 +23,9 @@ from multiprocessing.connection import Client, Listener
 
 import torch
 
-import unipool
-from unipool.nixl import KVAgent
+os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")  # NIXL logs every agent and backend at INFO
+import unipool  # noqa: E402
+from unipool.nixl import KVAgent  # noqa: E402
 
 AUTHKEY = b"unipool-kv-pair"
 

@@ -34,8 +34,9 @@ import time
 import numpy as np
 import torch
 
-import unipool
-from unipool.nixl import KVAgent, RegionCache, make_agent
+os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")  # NIXL logs every agent and backend at INFO
+import unipool  # noqa: E402
+from unipool.nixl import KVAgent, RegionCache, make_agent  # noqa: E402
 
 KIB, MIB = 1 << 10, 1 << 20
 

@@ -72,6 +72,16 @@ def test_overlapping_and_unknown_chunks_are_refused(agent):
     cache.on_map(chunk.data_ptr(), chunk.numel())
     with pytest.raises(ValueError, match="overlaps"):
         cache.on_map(chunk.data_ptr() + 4096, 4096)
+    outer = torch.zeros(8 << 20, dtype=torch.uint8)
+    inner = outer.data_ptr() + (3 << 20)
+    cache.on_map(inner, 1 << 20)
+    with pytest.raises(ValueError, match="overlaps"):  # holds a registered chunk whole
+        cache.on_map(outer.data_ptr(), outer.numel())
+    with pytest.raises(ValueError, match="overlaps"):  # ends inside one
+        cache.on_map(outer.data_ptr(), (3 << 20) + 1)
+    cache.on_map(outer.data_ptr(), 3 << 20)  # ends where the other begins
+    cache.before_unmap(outer.data_ptr())
+    cache.before_unmap(inner)
     with pytest.raises(KeyError, match="no chunk registered"):
         cache.before_unmap(chunk.data_ptr() + 4096)
     with pytest.raises(ValueError, match="bad chunk"):
@@ -79,7 +89,7 @@ def test_overlapping_and_unknown_chunks_are_refused(agent):
     with pytest.raises(ValueError, match="mem_type"):
         RegionCache(agent, mem_type="HBM")
     cache.close()
-    assert cache.live_regions == 0 and cache.registrations == 1
+    assert cache.live_regions == 0 and cache.registrations == 3
 
 
 def test_a_refused_registration_carries_nixls_message_and_leaves_nothing(agent):

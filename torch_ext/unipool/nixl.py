@@ -121,7 +121,7 @@ class RegionCache:
             raise ValueError(f"RegionCache.on_map: bad chunk (address={address:#x}, nbytes={nbytes})")
         if not 0 < piece <= self.max_region_bytes:
             raise ValueError(f"RegionCache.on_map: piece_bytes={piece} not in 1 .. {self.max_region_bytes}")
-        if address in self._chunks or self._find(address) is not None or self._find(address + nbytes - 1):
+        if self._overlaps(address, nbytes):
             raise ValueError(f"RegionCache.on_map: chunk at {address:#x} overlaps a registered one")
         done: list[int] = []
         try:
@@ -158,6 +158,15 @@ class RegionCache:
     @property
     def live_regions(self) -> int:
         return self.registrations - self.deregistrations
+
+    def _overlaps(self, address: int, nbytes: int) -> bool:
+        # Any region in a granule the chunk spans (a 4 GiB chunk: 2,048 lookups).
+        for g in range(address >> _GRANULE_SHIFT, ((address + nbytes - 1) >> _GRANULE_SHIFT) + 1):
+            for idx in self._granules.get(g, ()):
+                start, size, _ = self.regions[idx]
+                if start < address + nbytes and address < start + size:
+                    return True
+        return False
 
     def _find(self, address: int) -> Optional[int]:
         for idx in self._granules.get(address >> _GRANULE_SHIFT, ()):
