@@ -322,15 +322,16 @@ class KVAgent:
     def descs(self, ids: Ids) -> np.ndarray:
         """An Nx3 uint64 array (address, block_bytes, device 0) of the blocks,
         the form NIXL's get_xfer_descs and prep_xfer_dlist take."""
-        arr = self._in_range(_as_ids(ids, "KVAgent.descs: ids"), "descs")
+        arr = self._in_range(_as_ids(ids, "KVAgent.descs: ids"), "descs").astype(np.uint64)
         out = np.empty((arr.size, 3), dtype=np.uint64)
-        out[:, 0] = arr.astype(np.uint64) * np.uint64(self.stride) + np.uint64(self.base)
+        out[:, 0] = arr * np.uint64(self.stride) + np.uint64(self.base)
         out[:, 1] = self.block_bytes
         out[:, 2] = 0
         return out
 
     def _in_range(self, arr: np.ndarray, what: str) -> np.ndarray:
-        if arr.size and (arr.min() < 0 or arr.max() >= self.pool.num_blocks):
+        # One reduction: as uint64 a negative id is above every valid one.
+        if arr.size and arr.astype(np.uint64).max() >= self.pool.num_blocks:
             bad = arr[(arr < 0) | (arr >= self.pool.num_blocks)][0]
             raise IndexError(f"KVAgent.{what}: block id {bad} out of range (pool of {self.pool.num_blocks} blocks)")
         return arr
