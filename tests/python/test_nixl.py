@@ -102,6 +102,11 @@ def test_a_refused_registration_carries_nixls_message_and_leaves_nothing(agent):
     assert cache.live_regions == 0 and cache.regions == []
 
 
+def test_an_agent_without_the_backend_asked_for_is_refused():
+    with pytest.raises(NixlError, match=r"backend\(s\) \['NO_SUCH'\] unavailable \(NIXL plugins found: .*UCX"):
+        make_agent(agent_name("nobackend"), backends=("UCX", "NO_SUCH"))
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA or the null GPU")
 def test_null_gpu_memory_is_refused_as_vram(agent):
     t = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
