@@ -17,6 +17,7 @@ Results read (missing ones leave their sections as they are, with a note):
                                                docs/device_bench.png
   kv_offload.json                              docs/benchmarks.md, docs/kv_offload.md
   model_live.json                              docs/benchmarks.md
+  transfer.json                                docs/transfer.md
   host*.json, host.txt (stdout)                docs/benchmarks.md, docs/host_benchmarks.md,
                                                docs/host_*.png (host.json; every
                                                host*.json is a run for the ranges)
@@ -467,6 +468,32 @@ def history_cost(d) -> str:
             + md_table(["mode", "ns per alloc+free", "vs off"], "lrr", rows))
 
 
+# --- transfer -----------------------------------------------------------------
+
+def transfer_results(d: dict) -> str:
+    """docs/transfer.md: registration, range cache, descriptors, transfers."""
+    g, lk, ds = d["registration"], d["lookups"], d["descriptors"]
+    kib = lambda b: f"{b // 1024} KiB"  # noqa: E731
+    reg = md_table(["registered", "registrations", "register", "deregister"], "lrrr", [
+        [f"{g['blocks']} tensors of {kib(g['block_bytes'])}, one by one", str(g["per_tensor_registrations"]),
+         f"{g['per_tensor_s'] * 1e3:.1f} ms", f"{g['per_tensor_deregister_s'] * 1e3:.1f} ms"],
+        [f"a KVBlockPool of {g['blocks']} blocks, per chunk", str(g["per_chunk_registrations"]),
+         f"{g['per_chunk_s'] * 1e3:.2f} ms", f"{g['per_chunk_deregister_s'] * 1e3:.2f} ms"]])
+    rows = [[kib(c["block_bytes"]), str(c["batch"]), f"{c['nixl_gb_s']:.2f}", f"{c['nixl_blocks_s']:,.0f}",
+             f"{c['memcpy_gb_s']:.2f}", f"{100 * c['ratio']:.0f}%"] for c in d["transfers"]]
+    xfer = md_table(["block", "batch", "NIXL GB/s", "blocks/s", "memcpy GB/s", "NIXL / memcpy"], "lrrrrr", rows)
+    return (f"Measured on {d['machine']['note']} ({d['machine']['cores']} cores), UCX transports "
+            f"{d['machine']['UCX_TLS']}.\n\n{reg}\n\n"
+            f"Registrations made by {g['alloc_free_cycles']} alloc/free cycles after warm-up: "
+            f"{g['registrations_after_warmup']}. Range cache: {lk['batch_lookups_per_s'] / 1e6:.0f} M blocks/s "
+            f"located in batches of {lk['batch']} (`KVAgent.locate`), {lk['single_lookups_per_s'] / 1e6:.2f} M "
+            f"addresses/s one at a time (`RegionCache.locate`). Descriptor indices of {ds['blocks']} blocks, "
+            f"checked (`KVAgent.transfer_indices`): {ds['indices_us']:.1f} us from a list, "
+            f"{ds['indices_from_tensor_us']:.1f} us from a tensor; an Nx3 array (`KVAgent.descs`): "
+            f"{ds['nx3_descs_us']:.1f} us; NIXL's `make_prepped_xfer` on them: "
+            f"{ds['nixl_make_prepped_xfer_us']:.1f} us.\n\n{xfer}")
+
+
 def sections(results: str) -> dict[str, dict[str, str]]:
     """Page -> marker name -> generated text, for the results present."""
     def path(name: str) -> str:
@@ -476,7 +503,7 @@ def sections(results: str) -> dict[str, dict[str, str]]:
         with open(path(name), encoding="utf-8") as f:
             return f.read()
 
-    bench, host, device, kv, torch_page = {}, {}, {}, {}, {}
+    bench, host, device, kv, torch_page, transfer = {}, {}, {}, {}, {}, {}
     if os.path.exists(path("offset_util.json")):
         d = load(path("offset_util.json"))
         bench["offset_util:targets"], bench["offset_util:spread"] = offset_util_targets(d), offset_util_spread(d)
@@ -499,6 +526,8 @@ def sections(results: str) -> dict[str, dict[str, str]]:
         host["host:threadcache"] = host_threadcache(host_runs)
     if os.path.exists(path("host.txt")):
         host["host:results"] = host_results(text("host.txt"))
+    if os.path.exists(path("transfer.json")):
+        transfer["transfer:results"] = transfer_results(load(path("transfer.json")))
     if os.path.exists(path("memory_history.json")):
         torch_page["memory_history:cost"] = history_cost(load(path("memory_history.json")))
     if os.path.exists(path("sleep_wake.json")):
@@ -506,7 +535,7 @@ def sections(results: str) -> dict[str, dict[str, str]]:
         device["sleep_wake:table"] = (f"Best of {d['rounds']} cycles{' (--quick)' if d['quick'] else ''}:\n\n"
                                       + d["table"])
     return {"benchmarks.md": bench, "host_benchmarks.md": host, "device_pool.md": device, "kv_offload.md": kv,
-            "pytorch.md": torch_page}
+            "pytorch.md": torch_page, "transfer.md": transfer}
 
 
 def replace_sections(page: str, generated: dict[str, str], name: str) -> str:

@@ -44,6 +44,9 @@ scripts/install_python_package.sh
 scripts/nullgpu.sh python3 bench/kv_offload/kv_offload.py "$@" --cpp "$bin/kv_offload/kv_alloc_cpp" \
   --json "$out/kv_offload.json" | tee "$out/kv_offload.txt"
 
+echo "=== transfer: KV blocks between NIXL agents over UCX, loopback, this CPU (docs/transfer.md) ==="
+python3 bench/transfer/transfer.py "$@" --json "$out/transfer.json" | tee "$out/transfer.txt"
+
 echo "=== memory history: torch's _record_memory_history under unipool, null GPU (docs/pytorch.md) ==="
 scripts/nullgpu.sh python3 bench/memory_history/history_cost.py "$@" --json "$out/memory_history.json"
 

@@ -31,4 +31,9 @@ if [ "${UNIPOOL_SKIP_PIP:-0}" != 1 ]; then
   "${pip[@]}" -r "$(dirname "$0")/requirements.txt"
   # torch 2.15 (CUDA 13.2 build, ~5 GB): the extension builds against it.
   python3 -c "import torch" 2>/dev/null || "${pip[@]}" "torch>=2.15"
+  # NIXL (unipool.nixl, tests/python/test_nixl.py, bench/transfer): after
+  # torch, which its wheels require, so they find the one installed above.
+  # The `nixl` package picks its CUDA 12 or 13 build at import; both run
+  # without a GPU (UCX over shared memory and TCP).
+  python3 -c "import nixl" 2>/dev/null || "${pip[@]}" "nixl>=1.5"
 fi

@@ -3,12 +3,14 @@
 - C: every `unipool_*` function the tables name is exported by libunipool,
   and every function libunipool exports is named.
 - Python: every `unipool.*` / `torch.*` name resolves, and every public name
-  of `unipool`, `unipool.torch` and `unipool.KVBlockPool` is named.
+  of `unipool`, `unipool.torch`, `unipool.KVBlockPool` and `unipool.nixl`
+  (the module and its classes) is named.
 - C++: every `Class::member` is declared in the class, and every public
   member function of the documented classes is named.
 """
 from __future__ import annotations
 
+import importlib
 import pathlib
 import re
 import subprocess
@@ -96,6 +98,10 @@ def test_python_names_resolve():
     assert missing == [], "named in docs/api.md but not found"
 
 
+# unipool.nixl's classes whose public members the tables must cover.
+NIXL_CLASSES = ("RegionCache", "KVAgent", "KVPeer", "Transfer")
+
+
 def public_python_names() -> set[str]:
     names = {f"unipool.{n}" for n in unipool.__all__}
     names |= {f"unipool.torch.{n}" for n in dir(unipool.torch)
@@ -103,6 +109,10 @@ def public_python_names() -> set[str]:
               and getattr(getattr(unipool.torch, n), "__module__", "") == "unipool.torch"}
     kv = kv_instance()
     names |= {f"unipool.KVBlockPool.{n}" for n in dir(kv) if not n.startswith("_")}
+    nixl = importlib.import_module("unipool.nixl")  # NIXL is a test requirement: its absence fails here
+    names |= {f"unipool.nixl.{n}" for n in nixl.__all__}
+    for cls in NIXL_CLASSES:
+        names |= {f"unipool.nixl.{cls}.{n}" for n in dir(getattr(nixl, cls)) if not n.startswith("_")}
     return names
 
 

@@ -169,3 +169,11 @@ def test_llama_block_shape_reserves_what_it_requests():
     st = p.stats()
     assert st["block_bytes"] == 2 << 20
     assert st["reserved_bytes"] == st["requested_bytes"]
+
+
+def test_is_live_answers_for_one_id_and_for_a_batch():
+    pool = unipool.KVBlockPool(block_bytes=256, num_blocks=8, pinned=False)
+    ids = pool.alloc(3)
+    assert pool.is_live(ids[0]) and not pool.is_live(5) and not pool.is_live(-1) and not pool.is_live(99)
+    assert pool.is_live(ids) and pool.is_live(torch.tensor(ids, dtype=torch.int32))
+    assert not pool.is_live(ids + [5]) and pool.is_live([])

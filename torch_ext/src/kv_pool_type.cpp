@@ -295,6 +295,140 @@ PyObject* core_free_and_alloc(PyObject* self, PyObject* const* args, Py_ssize_t 
   return list;
 }
 
+// True when every id of the batch is live (handed out, not freed). A batch
+// of ids out of range is not live. Lets a transfer engine refuse to send to
+// or from a freed block before it posts anything (unipool.nixl).
+template <class Id>
+bool all_live(const KVBlockPool* pool, const Id* ids, int64_t n) {
+  bool live = true;
+  for (int64_t i = 0; i < n; ++i) live &= ids[i] >= 0 && pool->is_live(static_cast<uint64_t>(ids[i]));
+  return live;
+}
+
+// is_live(id) -> bool; is_live(ids) -> bool, every id live.
+PyObject* core_is_live(PyObject* self, PyObject* ids) {
+  KVBlockPool* pool = pool_or_raise(self);
+  if (!pool) return nullptr;
+  if (PyLong_Check(ids)) {
+    const long long id = PyLong_AsLongLong(ids);
+    if (id == -1 && PyErr_Occurred()) return nullptr;
+    return PyBool_FromLong(id >= 0 && pool->is_live(static_cast<uint64_t>(id)));
+  }
+  IdTensor t;
+  if (id_tensor(ids, t, /*write=*/false)) {
+    return PyBool_FromLong(t.is64 ? all_live(pool, static_cast<const int64_t*>(t.data), t.n)
+                                  : all_live(pool, static_cast<const int32_t*>(t.data), t.n));
+  }
+  std::vector<int64_t> v;
+  if (!read_ids(ids, v)) return nullptr;
+  return PyBool_FromLong(all_live(pool, v.data(), static_cast<int64_t>(v.size())));
+}
+
+// The ids of `obj` (a tensor read in place, a list of ints read item by
+// item without read_ids' per-item conversions, or anything read_ids takes)
+// as int64 in `v`; false with a Python error set.
+bool ids_into(PyObject* obj, std::vector<int64_t>& v) {
+  IdTensor t;
+  if (id_tensor(obj, t, /*write=*/false)) {
+    v.resize(static_cast<size_t>(t.n));
+    for (int64_t i = 0; i < t.n; ++i) {
+      v[i] = t.is64 ? static_cast<const int64_t*>(t.data)[i] : static_cast<const int32_t*>(t.data)[i];
+    }
+    return true;
+  }
+  if (PyList_CheckExact(obj)) {
+    const Py_ssize_t n = PyList_GET_SIZE(obj);
+    v.resize(static_cast<size_t>(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item = PyList_GET_ITEM(obj, i);
+      if (!PyLong_CheckExact(item)) return read_ids(obj, v);  // a bool, a numpy int: the general path
+      v[i] = PyLong_AsLongLong(item);
+      if (v[i] == -1 && PyErr_Occurred()) return false;
+    }
+    return true;
+  }
+  return read_ids(obj, v);
+}
+
+// Refuses the first id of `local` that is not a live block of the pool and
+// the first of `remote` that `granted` (one byte per peer block) does not
+// allow; nullptr and the error, or Py_None.
+PyObject* check_transfer(const KVBlockPool* pool, const std::vector<int64_t>& local, const std::vector<int64_t>& remote,
+                         const uint8_t* granted, int64_t peer_blocks) {
+  if (local.size() != remote.size()) {
+    return PyErr_Format(PyExc_ValueError, "%zu local ids but %zu peer ids", local.size(), remote.size());
+  }
+  for (int64_t id : local) {
+    if (id < 0 || static_cast<uint64_t>(id) >= pool->num_blocks()) {
+      return PyErr_Format(PyExc_IndexError, "block id %lld out of range (pool of %llu blocks)",
+                          static_cast<long long>(id), static_cast<unsigned long long>(pool->num_blocks()));
+    }
+    if (!pool->is_live(static_cast<uint64_t>(id))) {
+      return PyErr_Format(PyExc_ValueError, "block %lld of this pool is not allocated (freed?)",
+                          static_cast<long long>(id));
+    }
+  }
+  for (int64_t id : remote) {
+    if (id < 0 || id >= peer_blocks) {
+      return PyErr_Format(PyExc_IndexError, "peer block id %lld out of range (the peer has %lld blocks)",
+                          static_cast<long long>(id), static_cast<long long>(peer_blocks));
+    }
+    if (granted[id] == 0) {
+      return PyErr_Format(PyExc_ValueError, "block %lld of the peer is not granted (freed by the peer?)",
+                          static_cast<long long>(id));
+    }
+  }
+  Py_RETURN_NONE;
+}
+
+// A contiguous 1-D int32 CPU tensor's data, or nullptr (no error set).
+int32_t* int32_buffer(PyObject* obj, int64_t& size) {
+  if (!THPVariable_Check(obj)) return nullptr;
+  const at::Tensor& t = THPVariable_Unpack(obj);
+  if (t.device().type() != c10::DeviceType::CPU || t.dim() != 1 || !t.is_contiguous() || t.scalar_type() != at::kInt) {
+    return nullptr;
+  }
+  size = t.numel();
+  return t.data_ptr<int32_t>();
+}
+
+// _transfer_indices(ids, peer_ids, granted, out_local, out_remote) -> n:
+// the descriptor indices of a transfer (int32, as NIXL takes them), checked
+// and written in one call (unipool.nixl.KVAgent.transfer_indices).
+// `granted`: a 1-D uint8 or bool CPU tensor, one entry per peer block; the
+// outputs: 1-D int32 CPU tensors, reused from call to call.
+PyObject* core_transfer_indices(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  KVBlockPool* pool = pool_or_raise(self);
+  if (!pool) return nullptr;
+  int64_t local_cap = 0, remote_cap = 0;
+  int32_t* out_local = nargs == 5 ? int32_buffer(args[3], local_cap) : nullptr;
+  int32_t* out_remote = nargs == 5 ? int32_buffer(args[4], remote_cap) : nullptr;
+  if (!out_local || !out_remote || !THPVariable_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "_transfer_indices(ids, peer_ids, granted, out_local, out_remote: int32 tensors)");
+    return nullptr;
+  }
+  const at::Tensor& granted = THPVariable_Unpack(args[2]);
+  if (granted.device().type() != c10::DeviceType::CPU || granted.dim() != 1 || !granted.is_contiguous() ||
+      (granted.scalar_type() != at::kByte && granted.scalar_type() != at::kBool)) {
+    PyErr_SetString(PyExc_TypeError, "_transfer_indices: granted must be a contiguous 1-D uint8/bool CPU tensor");
+    return nullptr;
+  }
+  std::vector<int64_t> local, remote;
+  if (!ids_into(args[0], local) || !ids_into(args[1], remote)) return nullptr;
+  PyObject* ok =
+      check_transfer(pool, local, remote, static_cast<const uint8_t*>(granted.const_data_ptr()), granted.numel());
+  if (!ok) return nullptr;
+  Py_DECREF(ok);
+  if (static_cast<int64_t>(local.size()) > std::min(local_cap, remote_cap)) {
+    return PyErr_Format(PyExc_ValueError, "%zu blocks in one transfer: more than either pool holds", local.size());
+  }
+  for (size_t i = 0; i < local.size(); ++i) {
+    out_local[i] = static_cast<int32_t>(local[i]);
+    out_remote[i] = static_cast<int32_t>(remote[i]);
+  }
+  return PyLong_FromSize_t(local.size());
+}
+
 PyObject* core_noop(PyObject*, PyObject*) { Py_RETURN_NONE; }
 
 PyObject* core_validate(PyObject* self, PyObject*) {
@@ -381,6 +515,10 @@ PyMethodDef g_methods[] = {
      "free_and_alloc(ids, n, out=None): free ids, then allocate n blocks (a list, or into `out`, which may be "
      "`ids` itself), in one call; refused as a whole"},
     {"collect_deferred", core_collect, METH_NOARGS, "free the deferred blocks whose fences completed"},
+    {"_transfer_indices", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(core_transfer_indices)),
+     METH_FASTCALL, "_transfer_indices(ids, peer_ids, granted, out_local, out_remote) -> n, checked"},
+    {"is_live", core_is_live, METH_O,
+     "is_live(id) or is_live(ids): whether the id (every id) is handed out and not freed"},
     {"stats", core_stats, METH_NOARGS, "counters of the pool"},
     {"reset_peak_stats", core_reset_peak_stats, METH_NOARGS, "peak_live_blocks := live_blocks"},
     {"validate", core_validate, METH_NOARGS, "check every invariant (raises AssertionError)"},

@@ -5,6 +5,8 @@
 - ``unipool.library_path()``: libunipool for ``CUDAPluggableAllocator``.
 - ``unipool.empty / zeros / ones / full``: CPU tensors from the host pool.
 - ``unipool.KVBlockPool``: the KV-cache offload block pool (docs/kv_offload.md).
+- ``unipool.nixl``: pools registered with NIXL, KV blocks moved between
+  processes (docs/transfer.md; needs `pip install nixl`).
 """
 from __future__ import annotations
 
@@ -100,3 +102,12 @@ def host_history() -> list[dict]:
     (bytes asked for by an alloc, usable bytes of a freed block, bytes of a
     pinned range, 0 for an unpin) and ``time_ns`` (since the epoch)."""
     return _json.loads(_C._host_history_json())["entries"]
+
+
+def __getattr__(name: str):
+    # unipool.nixl imports NIXL, an optional dependency: loaded on first use,
+    # so `import unipool` works without it.
+    if name == "nixl":
+        import importlib
+        return importlib.import_module(".nixl", __name__)
+    raise AttributeError(f"module 'unipool' has no attribute {name!r}")

@@ -40,7 +40,8 @@ class KVBlockPool(_C._KVCore):
     free(ids); free_and_alloc(ids, n[, out]) (free, then allocate, one call;
     `out` may be `ids`); free_after(ids, stream); view(id) / view(ids); blocks
     (the whole arena as one tensor); copy_to_device / copy_from_device;
-    stats(); validate(). Ids are handed out lowest free first.
+    stats(); validate(); is_live(id) / is_live(ids) (every id handed out and
+    not freed). Ids are handed out lowest free first.
     Exhaustion raises KVPoolExhaustedError (a MemoryError); a double free,
     an id out of range or repeated in a batch raise KVDoubleFreeError (a
     ValueError) and free nothing; a refused free_and_alloc frees nothing.
