@@ -162,15 +162,19 @@ size_t DevicePool::Impl::map_runs(Arena& a, const std::vector<std::pair<uint64_t
 // trace say so (lock held).
 void DevicePool::Impl::count_mapped(Arena& a, const std::vector<std::pair<uint64_t, uint64_t>>& runs, size_t done) {
   for (size_t i = 0; i < done; ++i) {
-    const uint64_t runs_before = a.runs;
     const uint64_t bytes = (runs[i].second - runs[i].first) * a.granule;
-    a.set_mapped(runs[i].first, runs[i].second, true);
-    device::stat_change(stats.segment, a.kind, static_cast<int64_t>(a.runs) - static_cast<int64_t>(runs_before));
+    set_granules(a, runs[i].first, runs[i].second, true);
     device::stat_change(stats.reserved_bytes, a.kind, static_cast<int64_t>(bytes));
     ++stats.num_device_alloc;
     trace(DeviceTraceAction::segment_map, reinterpret_cast<uint64_t>(a.base) + runs[i].first * a.granule, bytes, 0,
           a.owner->stream);
   }
+}
+
+void DevicePool::Impl::set_granules(Arena& a, uint64_t first, uint64_t last, bool on) {
+  const uint64_t runs_before = a.runs;
+  a.set_mapped(first, last, on);
+  device::stat_change(stats.segment, a.kind, static_cast<int64_t>(a.runs) - static_cast<int64_t>(runs_before));
 }
 
 void* DevicePool::Impl::grow_expandable(const Request& r, GrowthFailure* why) {

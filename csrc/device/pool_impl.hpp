@@ -150,6 +150,9 @@ struct DevicePool::Impl {
   void count_mapped(Arena& a, const std::vector<std::pair<uint64_t, uint64_t>>& runs, size_t done);
   Arena* expandable_arena(const Request& r, device::GrowthFailure* why);
   bool within_limit(uint64_t more) const;  // lock held
+  // Marks granules [first, last) of `a` (un)mapped and keeps the segment
+  // count, one per maximal mapped run (lock held).
+  void set_granules(Arena& a, uint64_t first, uint64_t last, bool on);
   uint32_t add_arena(std::unique_ptr<Arena> arena);
 
   // ---- pool_release.cpp
@@ -192,9 +195,8 @@ struct DevicePool::Impl {
   void stage(std::vector<DeviceCopy>& copies, HostPool& host);  // lock not held
   void keep_staged(const std::vector<DeviceCopy>& copies, HostPool& host);
   uint64_t unmap_arena(Arena& a);  // lock not held
-  void count_unmapped(Arena& a, std::pair<uint64_t, uint64_t> run, uint64_t bytes);
-  uint64_t map_arena(Arena& a);  // lock not held
-  void count_remapped(Arena& a, std::pair<uint64_t, uint64_t> run, uint64_t bytes);
+  uint64_t map_arena(Arena& a);    // lock not held
+  void count_sleep_run(Arena& a, std::pair<uint64_t, uint64_t> run, uint64_t bytes, bool mapped);
   std::vector<DeviceCopy> staged_copies(uint64_t mask) const;
   void free_staged(uint64_t mask);
 

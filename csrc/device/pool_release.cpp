@@ -97,9 +97,7 @@ std::vector<device::Release> DevicePool::Impl::take_releasable() {
       if (runs.empty()) continue;
       a.transition = true;  // nobody maps granules of this arena meanwhile
       for (const auto& [first, last] : runs) {
-        const uint64_t runs_before = a.runs;
-        a.set_mapped(first, last, false);
-        device::stat_change(stats.segment, a.kind, static_cast<int64_t>(a.runs) - static_cast<int64_t>(runs_before));
+        set_granules(a, first, last, false);
         device::Release item;
         item.expandable = &a;
         item.from = first * a.granule;
@@ -147,9 +145,7 @@ void DevicePool::Impl::give_back(std::vector<device::Release>& items) {
       if (item.expandable != nullptr) {
         Arena& a = *item.expandable;
         if (!ok) {  // still mapped: back in the books
-          const uint64_t runs_before = a.runs;
-          a.set_mapped(item.from / a.granule, (item.from + item.bytes) / a.granule, true);
-          device::stat_change(stats.segment, a.kind, static_cast<int64_t>(a.runs) - static_cast<int64_t>(runs_before));
+          set_granules(a, item.from / a.granule, (item.from + item.bytes) / a.granule, true);
           device::stat_change(stats.reserved_bytes, a.kind, static_cast<int64_t>(item.bytes));
           remapped.push_back(DeviceSegmentEvent{device, a.base + item.from, item.bytes, true});
           trace(DeviceTraceAction::segment_map, reinterpret_cast<uint64_t>(a.base) + item.from, item.bytes, 0,

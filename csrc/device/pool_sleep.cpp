@@ -6,6 +6,7 @@
 // mapped granules (per plain segment). Until the first unmap a failure
 // leaves the tags as they were; after it they are `partial`, and the books
 // say exactly which runs went (Arena::slept), so sleep or wake can go on.
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -198,28 +199,33 @@ uint64_t DevicePool::Impl::unmap_arena(Arena& a) {
                                 "; the tag is partly asleep: call sleep again to finish, or wake to undo");
     }
     std::lock_guard lock(mutex);
-    count_unmapped(a, run, bytes);
+    count_sleep_run(a, run, bytes, false);
     tags[a.tag].released_bytes += bytes;
     released += bytes;
   }
   return released;
 }
 
-// The books of one run unmapped by sleep (lock held).
-void DevicePool::Impl::count_unmapped(Arena& a, std::pair<uint64_t, uint64_t> run, uint64_t bytes) {
+// The books of one run a sleep unmapped (`mapped` false) or a wake mapped
+// again (true), lock held: the granules or the plain segment, what the
+// arena keeps to map again, the stats and the trace.
+void DevicePool::Impl::count_sleep_run(Arena& a, std::pair<uint64_t, uint64_t> run, uint64_t bytes, bool mapped) {
   if (a.expandable) {
-    const uint64_t runs_before = a.runs;
-    a.set_mapped(run.first, run.second, false);
-    device::stat_change(stats.segment, a.kind, static_cast<int64_t>(a.runs) - static_cast<int64_t>(runs_before));
-    a.slept.push_back(run);
+    set_granules(a, run.first, run.second, mapped);
+    if (mapped) {
+      a.slept.erase(std::find(a.slept.begin(), a.slept.end(), run));
+    } else {
+      a.slept.push_back(run);
+    }
   } else {
-    a.plain_asleep = true;
-    device::stat_change(stats.segment, a.kind, -1);
+    a.plain_asleep = !mapped;
+    device::stat_change(stats.segment, a.kind, mapped ? 1 : -1);
   }
-  device::stat_change(stats.reserved_bytes, a.kind, -static_cast<int64_t>(bytes));
-  ++stats.num_device_free;
-  trace(DeviceTraceAction::segment_unmap, reinterpret_cast<uint64_t>(a.base) + run.first * a.granule, bytes, 0,
-        a.owner->stream);
+  const auto delta = static_cast<int64_t>(bytes);
+  device::stat_change(stats.reserved_bytes, a.kind, mapped ? delta : -delta);
+  ++(mapped ? stats.num_device_alloc : stats.num_device_free);
+  trace(mapped ? DeviceTraceAction::segment_map : DeviceTraceAction::segment_unmap,
+        reinterpret_cast<uint64_t>(a.base) + run.first * a.granule, bytes, 0, a.owner->stream);
 }
 
 DeviceSleepResult DevicePool::Impl::sleep(uint64_t mask, uint64_t offload, HostPool& host) {

@@ -56,27 +56,10 @@ uint64_t DevicePool::Impl::map_arena(Arena& a) {
     }
     fire_map(a.base + from, bytes, a.expandable);
     std::lock_guard lock(mutex);
-    count_remapped(a, run, bytes);
+    count_sleep_run(a, run, bytes, true);
     mapped += bytes;
   }
   return mapped;
-}
-
-// The books of one run mapped again (lock held).
-void DevicePool::Impl::count_remapped(Arena& a, std::pair<uint64_t, uint64_t> run, uint64_t bytes) {
-  if (a.expandable) {
-    const uint64_t runs_before = a.runs;
-    a.set_mapped(run.first, run.second, true);
-    device::stat_change(stats.segment, a.kind, static_cast<int64_t>(a.runs) - static_cast<int64_t>(runs_before));
-    a.slept.erase(std::find(a.slept.begin(), a.slept.end(), run));
-  } else {
-    a.plain_asleep = false;
-    device::stat_change(stats.segment, a.kind, 1);
-  }
-  device::stat_change(stats.reserved_bytes, a.kind, static_cast<int64_t>(bytes));
-  ++stats.num_device_alloc;
-  trace(DeviceTraceAction::segment_map, reinterpret_cast<uint64_t>(a.base) + run.first * a.granule, bytes, 0,
-        a.owner->stream);
 }
 
 std::vector<DeviceCopy> DevicePool::Impl::staged_copies(uint64_t mask) const {
