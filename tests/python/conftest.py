@@ -14,6 +14,19 @@ needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="needs CUDA: run on a GPU or 
                                                     "(scripts/nullgpu.sh python3 -m pytest tests/python)")
 
 
+# Bad-input cases (tests/python/test_bad_input.py, test_nixl.py): each test
+# that feeds a public name bad input says so with @covers, and
+# test_bad_input.test_every_public_name_has_a_case fails for a public name
+# without one. One registry for every file, here.
+COVERED: set[str] = set()
+
+
+def covers(*names):
+    """Marks a test as the bad-input case of these public names."""
+    COVERED.update(names)
+    return lambda f: f
+
+
 def pytest_sessionstart(session):
     # scripts/test.sh runs the suite on the null GPU: a missing CUDA there is
     # a broken set-up, not a reason to skip half the tests.

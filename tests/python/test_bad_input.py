@@ -3,8 +3,10 @@ unipool.KVBlockPool is refused with the exception docs/api.md names
 (MemoryError / ValueError / TypeError / OverflowError / IndexError
 subclasses, torch.OutOfMemoryError for host tensors, RuntimeError for an
 install that comes too late) and a message naming the argument; the pool
-stays valid. Each test says which public names it covers (@covers), and
-test_every_public_name_has_a_case fails for a public name without one.
+stays valid. Each test says which public names it covers (@covers, from
+conftest), and test_every_public_name_has_a_case fails for a public name
+without one. unipool.nixl's cases are in test_nixl.py, beside its fixtures:
+imported here, so that its @covers count when this file runs alone.
 
 install() changes the whole process and must come before CUDA initialises,
 so its cases run in a child interpreter (run_py)."""
@@ -15,17 +17,10 @@ import torch
 
 import unipool
 import unipool.torch
-from conftest import SIM, needs_gpu, run_py
+import test_nixl  # noqa: F401 - unipool.nixl's bad-input cases, which register themselves in COVERED
+from conftest import COVERED, SIM, covers, needs_gpu, run_py
 from test_api_names import public_python_names
 from unipool import KVBlockPool, KVDoubleFreeError, KVPoolExhaustedError
-
-COVERED: set[str] = set()
-
-
-def covers(*names):
-    """Marks a test as the bad-input case of these public names."""
-    COVERED.update(names)
-    return lambda f: f
 
 
 def kv(num_blocks=8):
@@ -369,6 +364,38 @@ def test_free_after_on_a_stream_refuses_freed_ids():
     p.validate()
 
 
+@covers("unipool.KVBlockPool.is_live")
+@pytest.mark.parametrize("ids, error, text", [
+    (1.5, TypeError, "block ids must be a tensor, a list or a tuple of ints, got float"),
+    (None, TypeError, "got NoneType"),
+    ("0", TypeError, "got str"),
+    ([0.5], TypeError, "block ids must be ints"),
+    (torch.tensor([0.0]), TypeError, "1-D tensor of integers"),
+    (torch.zeros((1, 1), dtype=torch.int64), TypeError, "1-D tensor of integers"),
+    (2**70, OverflowError, "too big"),
+])
+def test_is_live_refuses(ids, error, text):
+    p = kv()
+    live = p.alloc(2)
+    with pytest.raises(error, match=text):
+        p.is_live(ids)
+    assert p.free_blocks == 6 and p.is_live(live)
+    p.validate()
+
+
+@covers("unipool.KVBlockPool.is_live")
+def test_is_live_of_ids_out_of_range_or_freed_is_false():
+    p = kv()
+    live = p.alloc(3)
+    p.free(live[2:])
+    assert p.is_live(live[0]) and p.is_live(live[:2]) and p.is_live(torch.tensor(live[:2], dtype=torch.int32))
+    for ids in (-1, 8, 2**40, live[2], live, [live[0], 8], [live[0], -1], torch.tensor([live[0], -1]),
+                torch.tensor([live[1], 8], dtype=torch.int32)):
+        assert p.is_live(ids) is False, ids  # -1 is not the last block
+    assert p.free_blocks == 6
+    p.validate()
+
+
 @covers("unipool.KVBlockPool.collect_deferred", "unipool.KVBlockPool.stats", "unipool.KVBlockPool.reset_peak_stats",
         "unipool.KVBlockPool.validate")
 @pytest.mark.parametrize("name", ["collect_deferred", "stats", "reset_peak_stats", "validate"])
@@ -485,6 +512,6 @@ def test_copies_to_a_cuda_tensor_refuse_freed_ids_and_bad_streams():
 
 def test_every_public_name_has_a_case():
     missing = public_python_names() - COVERED
-    assert missing == set(), "public names without a bad-input case in this file"
+    assert missing == set(), "public names without a bad-input case here or in test_nixl.py"
     stale = COVERED - public_python_names()
     assert stale == set(), "cases for names that are not public (renamed?)"

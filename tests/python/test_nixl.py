@@ -1,7 +1,10 @@
 """unipool.nixl: pools registered with NIXL (UCX, loopback), KV blocks moved
 between agents and between processes, and the failures (docs/transfer.md).
 NIXL is a test requirement (scripts/requirements.txt): missing, these tests
-fail at import rather than skip."""
+fail at import rather than skip.
+
+The tests that feed unipool.nixl bad input say which names they cover
+(@covers, counted by test_bad_input.test_every_public_name_has_a_case)."""
 from __future__ import annotations
 
 import json
@@ -17,7 +20,8 @@ import pytest
 import torch
 
 import unipool
-from unipool.nixl import KVAgent, NixlError, PeerLostError, RegionCache, make_agent
+from conftest import covers
+from unipool.nixl import DEFAULT_MAX_REGION, KVAgent, NixlError, PeerLostError, RegionCache, Transfer, make_agent
 
 if os.environ.get("UNIPOOL_NULLGPU_LIB_DIR"):
     # On the null GPU, UCX loads its CUDA memory domain, whose driver calls
@@ -48,6 +52,7 @@ def kv_pool(block_bytes=64 * KIB, num_blocks=64):
 
 # --- RegionCache ----------------------------------------------------------
 
+@covers("unipool.nixl.RegionCache.locate")
 def test_a_chunk_is_registered_in_regions_under_the_limit_and_located(agent):
     chunk = torch.zeros(7 * 512 * KIB, dtype=torch.uint8)  # 3.5 MiB
     cache = RegionCache(agent, max_region_bytes=1 << 20)
@@ -66,6 +71,7 @@ def test_a_chunk_is_registered_in_regions_under_the_limit_and_located(agent):
         cache.locate(base)
 
 
+@covers("unipool.nixl.RegionCache", "unipool.nixl.RegionCache.on_map", "unipool.nixl.RegionCache.before_unmap")
 def test_overlapping_and_unknown_chunks_are_refused(agent):
     chunk = torch.zeros(1 << 20, dtype=torch.uint8)
     cache = RegionCache(agent)
@@ -92,6 +98,47 @@ def test_overlapping_and_unknown_chunks_are_refused(agent):
     assert cache.live_regions == 0 and cache.registrations == 3
 
 
+@covers("unipool.nixl.DEFAULT_MAX_REGION", "unipool.nixl.RegionCache", "unipool.nixl.RegionCache.on_map",
+        "unipool.nixl.KVAgent")
+def test_region_sizes_outside_1_to_max_region_bytes_are_refused(agent):
+    assert RegionCache(agent).max_region_bytes == DEFAULT_MAX_REGION == 4 << 30
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match=f"max_region_bytes must be >= 1, got {bad}"):
+            RegionCache(agent, max_region_bytes=bad)
+        with pytest.raises(ValueError, match=f"max_region_bytes={bad} is smaller than one block"):
+            KVAgent(kv_pool(), agent_name("r"), max_region_bytes=bad)
+    chunk = torch.zeros(1 << 20, dtype=torch.uint8)
+    cache = RegionCache(agent)
+    for piece in (DEFAULT_MAX_REGION + 1, 0):
+        with pytest.raises(ValueError, match=f"piece_bytes={piece} not in 1 .. {DEFAULT_MAX_REGION}"):
+            cache.on_map(chunk.data_ptr(), chunk.numel(), piece_bytes=piece)
+    assert cache.registrations == 0 and cache.regions == []
+    assert cache.on_map(chunk.data_ptr(), chunk.numel(), piece_bytes=1 << 19) == [0, 1]  # refused: nothing held
+    cache.close()
+
+
+@covers("unipool.nixl.RegionCache.close", "unipool.nixl.RegionCache.live_regions")
+def test_region_cache_close_twice_and_live_regions_read_only(agent):
+    chunk = torch.zeros(2 << 20, dtype=torch.uint8)
+    cache = RegionCache(agent, max_region_bytes=1 << 20)
+    cache.on_map(chunk.data_ptr(), chunk.numel())
+    with pytest.raises(AttributeError, match="live_regions"):
+        cache.live_regions = 0
+    assert cache.live_regions == 2
+    cache.close()
+    cache.close()  # nothing left: no second deregistration
+    assert cache.live_regions == 0 and cache.deregistrations == 2
+    with pytest.raises(KeyError, match="no chunk registered"):
+        cache.before_unmap(chunk.data_ptr())
+    with pytest.raises(KeyError, match="in no registered region"):
+        cache.locate(chunk.data_ptr())
+    assert cache.on_map(chunk.data_ptr(), chunk.numel()) == [2, 3]  # still usable after close
+    assert cache.locate(chunk.data_ptr() + (1 << 20)) == (3, 0)
+    cache.close()
+    assert cache.live_regions == 0 and cache.registrations == cache.deregistrations == 4
+
+
+@covers("unipool.nixl.RegionCache.on_map", "unipool.nixl.NixlError")
 def test_a_refused_registration_carries_nixls_message_and_leaves_nothing(agent):
     # This UCX has no CUDA support: VRAM registration of memory UCX sees as
     # host memory (the null GPU's, or any host buffer) is refused by NIXL.
@@ -102,6 +149,7 @@ def test_a_refused_registration_carries_nixls_message_and_leaves_nothing(agent):
     assert cache.live_regions == 0 and cache.regions == []
 
 
+@covers("unipool.nixl.make_agent", "unipool.nixl.NixlError")
 def test_an_agent_without_the_backend_asked_for_is_refused():
     with pytest.raises(NixlError, match=r"backend\(s\) \['NO_SUCH'\] unavailable \(NIXL plugins found: .*UCX"):
         make_agent(agent_name("nobackend"), backends=("UCX", "NO_SUCH"))
@@ -138,6 +186,7 @@ def test_the_arena_is_registered_once_per_region_and_not_per_allocation(pair):
     assert a.cache.registrations == 4 and a.cache.live_regions == 4
 
 
+@covers("unipool.nixl.KVAgent.locate", "unipool.nixl.KVAgent.descs")
 def test_locate_and_descs_are_the_blocks_addresses(pair):
     a, _, _, _ = pair
     regions, offsets = a.locate([0, 15, 16, 63])
@@ -153,6 +202,11 @@ def test_locate_and_descs_are_the_blocks_addresses(pair):
         a.descs([1, 64])
     with pytest.raises(TypeError, match="1-D"):
         a.locate([[1]])
+    for bad in ([-1], [64], np.array([2**40])):
+        with pytest.raises(IndexError, match="out of range"):
+            a.locate(bad)
+    with pytest.raises(TypeError, match="ints"):
+        a.descs([1.5])
 
 
 def test_write_and_read_move_the_bytes_with_a_notification(pair):
@@ -170,6 +224,7 @@ def test_write_and_read_move_the_bytes_with_a_notification(pair):
     assert [int(a.pool.view(i)[0]) for i in back] == [s + 1 for s in src[::-1]]
 
 
+@covers("unipool.nixl.KVAgent.write")
 def test_transfers_naming_freed_blocks_are_refused_before_posting(pair):
     a, b, peer_of_a, _ = pair
     src, dst = a.pool.alloc(4), b.pool.alloc(4)
@@ -187,6 +242,7 @@ def test_transfers_naming_freed_blocks_are_refused_before_posting(pair):
     assert int(b.pool.view(dst[0])[0]) == 7  # nothing was posted
 
 
+@covers("unipool.nixl.KVAgent.transfer_indices")
 def test_transfer_indices_take_lists_arrays_and_tensors(pair):
     a, b, peer_of_a, _ = pair
     src, dst = a.pool.alloc(5), b.pool.alloc(5)
@@ -205,6 +261,7 @@ def test_transfer_indices_take_lists_arrays_and_tensors(pair):
         a.transfer_indices(src, peer_of_a, dst)
 
 
+@covers("unipool.nixl.KVAgent", "unipool.nixl.KVAgent.connect")
 def test_bad_metadata_and_bad_pools_are_refused(agent):
     with pytest.raises(ValueError, match="not the bytes of a KVAgent.metadata"):
         KVAgent(kv_pool(), agent_name("m")).connect(b"hello")
@@ -214,15 +271,153 @@ def test_bad_metadata_and_bad_pools_are_refused(agent):
         KVAgent(kv_pool(), agent_name("s"), max_region_bytes=4 * KIB)
 
 
+@covers("unipool.nixl.KVAgent.close")
 def test_close_deregisters_everything_and_is_idempotent():
     a = KVAgent(kv_pool(num_blocks=40), agent_name("c"), max_region_bytes=1 << 20)
     b = KVAgent(kv_pool(), agent_name("d"))
-    a.connect(b.metadata())
+    peer = a.connect(b.metadata())
+    peer.grant([0])
+    ids = a.pool.alloc(1)
     assert a.cache.live_regions == 3  # 16 + 16 + 8 blocks
     a.close()
     a.close()
-    assert a.cache.live_regions == 0 and a.peers == {}
+    assert a.cache.live_regions == 0 and a.cache.deregistrations == 3 and a.peers == {}
+    with pytest.raises(ValueError, match="is not connected"):  # its peers went with it
+        a.write(ids, peer, [0])
+    assert not peer.granted.any()
+    a.pool.free(ids)  # the pool stays usable
+    a.pool.validate()
     b.close()
+
+
+@covers("unipool.nixl.KVPeer", "unipool.nixl.KVPeer.grant", "unipool.nixl.KVPeer.revoke")
+def test_grant_and_revoke_refuse_bad_ids_and_change_nothing(pair):
+    _, _, peer, _ = pair
+    peer.grant([1, 2])
+    for call in (peer.grant, peer.revoke):
+        for ids, error, text in (([0, 64], IndexError, "a block id out of range \\(peer .* has 64\\)"),
+                                 ([3, -1], IndexError, "out of range"), (torch.tensor([2**40]), IndexError, "range"),
+                                 ([1.5], TypeError, "1-D list, array or tensor of ints"),
+                                 ([[1]], TypeError, "1-D"), (np.array([True]), TypeError, "ints"),
+                                 ("12", TypeError, "ints")):
+            with pytest.raises(error, match=text):
+                call(ids)
+            assert np.flatnonzero(peer.granted).tolist() == [1, 2], (call, ids)
+    peer.revoke(np.array([2], dtype=np.uint8))
+    assert np.flatnonzero(peer.granted).tolist() == [1]
+
+
+@covers("unipool.nixl.KVAgent.connect", "unipool.nixl.KVAgent.disconnect")
+def test_connect_twice_and_disconnect_of_another_agents_peer_are_refused(pair):
+    a, b, peer_of_a, _ = pair
+    with pytest.raises(ValueError, match=f"peer '{b.name}' is already connected"):
+        a.connect(b.metadata())
+    assert a.peers == {b.name: peer_of_a}
+    c = KVAgent(kv_pool(), agent_name("c"), max_region_bytes=1 << 20)
+    peer_of_c = c.connect(b.metadata())  # the same name as a's peer: another agent's descriptors
+    with pytest.raises(ValueError, match=f"peer '{b.name}' is not connected to agent '{a.name}'"):
+        a.disconnect(peer_of_c)
+    assert a.peers == {b.name: peer_of_a} and c.peers == {b.name: peer_of_c}
+    dst = b.pool.alloc(2)
+    for value, (side, peer), d in zip((5, 6), ((a, peer_of_a), (c, peer_of_c)), dst):  # both still move bytes
+        src = side.pool.alloc(1)
+        side.pool.view(src[0]).fill_(value)
+        peer.grant([d])
+        side.write(src, peer, [d]).wait(10)
+        assert int(b.pool.view(d)[0]) == value
+    c.close()
+    a.disconnect(peer_of_a)
+    a.disconnect(peer_of_a)  # already disconnected: nothing to do
+    assert a.peers == {}
+    assert a.connect(b.metadata()) is a.peers[b.name] is not peer_of_a  # and it may connect again
+
+
+@covers("unipool.nixl.KVAgent.notify", "unipool.nixl.KVAgent.wait_notification", "unipool.nixl.NixlError")
+def test_notify_and_wait_notification_refuse_bad_arguments(pair):
+    a, b, peer_of_a, peer_of_b = pair
+    a.notify(peer_of_a, b"kv:2")
+    t0 = time.monotonic()
+    for tag, timeout, error, text in (("kv:2", 30, TypeError, "tag must be bytes, got str"),
+                                      (None, 30, TypeError, "tag must be bytes"),
+                                      (b"kv:2", "30", TypeError, "timeout must be a number of seconds, got str"),
+                                      (b"kv:2", None, TypeError, "timeout must be a number"),
+                                      (b"kv:2", float("nan"), ValueError, "timeout must be >= 0"),
+                                      (b"kv:2", -1, ValueError, "timeout must be >= 0 seconds, got -1")):
+        with pytest.raises(error, match=text):
+            b.wait_notification(peer_of_b, tag, timeout)
+    assert time.monotonic() - t0 < 5, "a refused wait waited"
+    b.wait_notification(peer_of_b, b"kv:2", timeout=10)  # the refusals consumed nothing
+    a.disconnect(peer_of_a)
+    with pytest.raises(NixlError, match=f"notifying '{b.name}' failed: .*NIXL_ERR_NOT_FOUND"):
+        a.notify(peer_of_a, b"kv:3")
+
+
+@covers("unipool.nixl.Transfer", "unipool.nixl.Transfer.wait", "unipool.nixl.KVAgent.read")
+def test_a_bad_timeout_is_refused_and_the_transfer_still_completes(pair):
+    a, b, peer_of_a, _ = pair
+    src, dst = a.pool.alloc(2), b.pool.alloc(2)
+    for i in src:
+        a.pool.view(i).fill_(i + 1)
+    peer_of_a.grant(dst)
+    xfer = a.write(src, peer_of_a, dst)
+    for timeout, error in (("30", TypeError), (None, TypeError), (True, TypeError), (float("nan"), ValueError),
+                           (-0.5, ValueError)):
+        with pytest.raises(error, match="Transfer.wait: timeout must be"):
+            xfer.wait(timeout)
+    xfer.wait(10)
+    assert xfer.done() and [int(b.pool.view(d)[0]) for d in dst] == [s + 1 for s in src]
+    back = a.pool.alloc(2)
+    peer_of_a.revoke(dst[1:])
+    with pytest.raises(ValueError, match=f"block {dst[1]} of the peer is not granted"):
+        a.read(back, peer_of_a, dst)
+    with pytest.raises(IndexError, match="peer block id 64 out of range"):
+        a.read(back, peer_of_a, [dst[0], 64])
+    assert all(int(a.pool.view(i)[0]) == 0 for i in back)  # nothing was read
+
+
+class FakeNixlAgent:
+    """check_xfer_state always answers `state`; records the released handles."""
+
+    def __init__(self, state):
+        self.state, self.released = state, []
+
+    def check_xfer_state(self, handle):
+        return self.state
+
+    def release_xfer_handle(self, handle):
+        self.released.append(handle)
+
+
+@covers("unipool.nixl.Transfer.done", "unipool.nixl.Transfer.wait", "unipool.nixl.PeerLostError")
+def test_a_transfer_nixl_reports_failed_or_that_runs_late_raises_peer_lost_once_released():
+    nixl = FakeNixlAgent("ERR")
+    failed = Transfer(nixl, "h1", "peer-x", 3, "WRITE")
+    for _ in range(2):  # and it stays failed
+        with pytest.raises(PeerLostError, match="WRITE of 3 blocks with peer 'peer-x' failed"):
+            failed.done()
+    assert nixl.released == ["h1"]
+    nixl = FakeNixlAgent("PROC")
+    late = Transfer(nixl, "h2", "peer-y", 1, "READ")
+    assert late.done() is False and nixl.released == []
+    t0 = time.monotonic()
+    with pytest.raises(PeerLostError, match="READ of 1 blocks with peer 'peer-y' did not complete in 0.05 s"):
+        late.wait(0.05)
+    assert 0.05 <= time.monotonic() - t0 < 5 and nixl.released == ["h2"]
+    with pytest.raises(PeerLostError, match="failed"):
+        late.done()
+    assert nixl.released == ["h2"] and issubclass(PeerLostError, NixlError) and issubclass(NixlError, RuntimeError)
+
+
+@covers("unipool.nixl.KVAgent.metadata")
+def test_the_metadata_of_a_closed_agent_is_refused_by_connect(pair):
+    a, b, peer_of_a, _ = pair
+    gone = KVAgent(kv_pool(), agent_name("gone"), max_region_bytes=1 << 20)
+    with pytest.raises(TypeError):
+        gone.metadata(1)
+    gone.close()  # its arena is no longer registered: nothing of it to address
+    with pytest.raises(NixlError, match=f"preparing peer '{gone.name}''s block descriptors failed"):
+        a.connect(gone.metadata())
+    assert a.peers == {b.name: peer_of_a}
 
 
 # --- two processes ---------------------------------------------------------
@@ -262,6 +457,8 @@ time.sleep(600)
 """
 
 
+@covers("unipool.nixl.PeerLostError", "unipool.nixl.Transfer.wait", "unipool.nixl.KVAgent.read",
+        "unipool.nixl.KVAgent.wait_notification")
 def test_a_peer_that_dies_gives_a_clear_error_and_leaks_no_registration():
     peer = subprocess.Popen([sys.executable, "-c", PEER, agent_name("doomed")], stdout=subprocess.PIPE)
     line = b""

@@ -18,6 +18,7 @@ not in the wheel, so there is no C++ face of this module.
 from __future__ import annotations
 
 import json
+import numbers
 import time
 from typing import Optional, Sequence, Union
 
@@ -73,6 +74,16 @@ def _as_ids(ids: Ids, what: str) -> np.ndarray:
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
         raise TypeError(f"unipool.nixl: {what} must be a 1-D list, array or tensor of ints")
     return arr.astype(np.int64, copy=False)
+
+
+def _seconds(timeout, what: str) -> float:
+    # NaN would never be passed (a wait with no end); a str fails in the
+    # arithmetic with a message that names no argument.
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError(f"unipool.nixl: {what}: timeout must be a number of seconds, got {type(timeout).__name__}")
+    if not timeout >= 0:
+        raise ValueError(f"unipool.nixl: {what}: timeout must be >= 0 seconds, got {timeout}")
+    return float(timeout)
 
 
 def make_agent(name: str, *, backends: Sequence[str] = ("UCX",)) -> "nixl_agent":
@@ -224,7 +235,7 @@ class Transfer:
         return self._state == "DONE"
 
     def wait(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + _seconds(timeout, "Transfer.wait")
         while not self.done():
             if time.monotonic() > deadline:
                 self._state = "ERR"
@@ -352,6 +363,8 @@ class KVAgent:
             raise ValueError("KVAgent.connect: not the bytes of a KVAgent.metadata()")
         header, _, agent_meta = bytes(metadata[len(_META_MAGIC):]).partition(b"\n")
         geometry = json.loads(header)
+        if geometry["name"] in self.peers:  # a second KVPeer would leave the first's descriptors behind
+            raise ValueError(f"KVAgent.connect: peer {geometry['name']!r} is already connected (disconnect it first)")
         name = _nixl_call(f"adding peer {geometry['name']!r}", self.agent.add_remote_agent, agent_meta)
         name = name.decode() if isinstance(name, bytes) else name
         ids = np.arange(int(geometry["num_blocks"]), dtype=np.uint64)
@@ -368,9 +381,13 @@ class KVAgent:
         return self.peers[name]
 
     def disconnect(self, peer: KVPeer) -> None:
-        """Forgets the peer (its descriptors and its NIXL metadata)."""
-        if self.peers.pop(peer.name, None) is None:
+        """Forgets the peer (its descriptors and its NIXL metadata). A peer
+        already disconnected is left as it is; one of another agent is refused."""
+        if peer._dlist is None:
             return
+        if self.peers.get(peer.name) is not peer:  # its descriptors and the one of this name are not ours
+            raise ValueError(f"KVAgent.disconnect: peer {peer.name!r} is not connected to agent {self.name!r}")
+        del self.peers[peer.name]
         dlist, peer._dlist = peer._dlist, None
         peer.granted[:] = False
         try:
@@ -433,7 +450,9 @@ class KVAgent:
         """Returns once `peer` sent a notification starting with `tag` (and
         consumes it); PeerLostError after `timeout` seconds."""
         name = peer.name if isinstance(peer, KVPeer) else peer
-        deadline = time.monotonic() + timeout
+        if not isinstance(tag, (bytes, bytearray)):  # a str would never match: a full timeout, then "peer gone"
+            raise TypeError(f"KVAgent.wait_notification: tag must be bytes, got {type(tag).__name__}")
+        deadline = time.monotonic() + _seconds(timeout, "KVAgent.wait_notification")
         while not self.agent.check_remote_xfer_done(name, tag):
             if time.monotonic() > deadline:
                 raise PeerLostError(f"unipool.nixl: no notification {tag!r} from peer {name!r} in {timeout:g} s "
