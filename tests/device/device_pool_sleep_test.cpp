@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,11 +38,12 @@ bool intact(const Filled& f) {
   return true;
 }
 
-const DeviceTagStats* find_tag(const std::vector<DeviceTagStats>& all, const std::string& tag) {
+// By value: the stats are a temporary of the caller's.
+std::optional<DeviceTagStats> find_tag(const std::vector<DeviceTagStats>& all, const std::string& tag) {
   for (const DeviceTagStats& s : all) {
-    if (s.tag == tag) return &s;
+    if (s.tag == tag) return s;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 // A pool on an accessible sim device, with blocks of three tags: "weights"
@@ -76,8 +78,8 @@ struct SleepFixture {
   }
 
   uint64_t reserved(const std::string& tag) const {
-    const DeviceTagStats* s = find_tag(pool->tag_stats(), tag);
-    return s == nullptr ? 0 : s->reserved_bytes;
+    const auto s = find_tag(pool->tag_stats(), tag);
+    return s ? s->reserved_bytes : 0;
   }
 
   bool weights_intact() const {
@@ -130,7 +132,7 @@ TEST_P(SleepTest, OffloadedContentsComeBackBitForBitAtTheSameAddresses) {
   EXPECT_EQ(f.backend->used_bytes(0), used_before);
   EXPECT_EQ(f.reserved("weights"), weights_reserved);
   EXPECT_EQ(f.host.stats().allocated_bytes, host_before) << "host memory of the offload was not given back";
-  const DeviceTagStats* w = find_tag(f.pool->tag_stats(), "weights");
+  const auto w = find_tag(f.pool->tag_stats(), "weights");
   EXPECT_EQ(w->state, "awake");
   EXPECT_EQ(w->sleeps, 1u);
   EXPECT_EQ(w->wakes, 1u);
@@ -229,8 +231,8 @@ TEST_P(SleepTest, SnapshotAndStatsShowTags) {
   }
   EXPECT_GT(weights_segments, 0u);
   EXPECT_NE(f.pool->snapshot_json().find("\"tag\": \"kv\""), std::string::npos);
-  const DeviceTagStats* w = find_tag(f.pool->tag_stats(), "weights");
-  ASSERT_NE(w, nullptr);
+  const auto w = find_tag(f.pool->tag_stats(), "weights");
+  ASSERT_TRUE(w);
   EXPECT_EQ(w->blocks, 4u);
   f.pool->sleep(kRequest, &f.host);
   for (const DeviceSegmentInfo& s : f.pool->snapshot().segments) EXPECT_NE(s.tag, "weights");
