@@ -77,8 +77,9 @@ void* DevicePool::allocate(uint64_t bytes, StreamHandle stream) {
   return impl_->allocate(bytes, stream, current_device_tag());
 }
 void* DevicePool::allocate(uint64_t bytes, StreamHandle stream, DeviceTag tag) {
-  if (tag >= kMaxDeviceTags) {
-    throw DevicePoolError(Status::bad_argument, "unipool: device tag " + std::to_string(tag) + " does not exist");
+  if (!device_tag_made(tag)) {
+    throw DevicePoolError(Status::bad_argument,
+                          "unipool: device tag " + std::to_string(tag) + " was never made by device_tag()");
   }
   return impl_->allocate(bytes, stream, tag);
 }

@@ -1,5 +1,6 @@
 // unipool device pool: the process-wide tag names and the thread's current tag.
 #include <array>
+#include <atomic>
 #include <mutex>
 #include <string>
 
@@ -17,7 +18,7 @@ constexpr size_t kMaxTagName = 64;
 struct TagNames {
   std::mutex mutex;
   std::array<std::string, kMaxDeviceTags> names{"default"};
-  unsigned count = 1;
+  std::atomic<unsigned> count{1};  // written under the mutex, read without it by device_tag_made
 
   int find_locked(std::string_view name) const {
     for (unsigned i = 0; i < count; ++i) {
@@ -49,8 +50,10 @@ DeviceTag device_tag(std::string_view name) {
                                                     std::to_string(kMaxDeviceTags) + "); cannot add \"" +
                                                     std::string(name) + "\"");
   }
-  t.names[t.count] = std::string(name);
-  return static_cast<DeviceTag>(t.count++);
+  const unsigned n = t.count.load(std::memory_order_relaxed);
+  t.names[n] = std::string(name);
+  t.count.store(n + 1, std::memory_order_release);
+  return static_cast<DeviceTag>(n);
 }
 
 bool find_device_tag(std::string_view name, DeviceTag* tag) noexcept {
@@ -68,16 +71,14 @@ std::string device_tag_name(DeviceTag tag) {
   return tag < t.count ? t.names[tag] : std::string();
 }
 
+bool device_tag_made(DeviceTag tag) noexcept { return tag < tag_names().count.load(std::memory_order_acquire); }
+
 DeviceTag current_device_tag() noexcept { return t_current; }
 
 DeviceTag set_current_device_tag(DeviceTag tag) {
-  if (tag != kDefaultDeviceTag) {
-    TagNames& t = tag_names();
-    std::lock_guard lock(t.mutex);
-    if (tag >= t.count) {
-      throw DevicePoolError(Status::bad_argument,
-                            "unipool: device tag " + std::to_string(tag) + " was never made by device_tag()");
-    }
+  if (!device_tag_made(tag)) {
+    throw DevicePoolError(Status::bad_argument,
+                          "unipool: device tag " + std::to_string(tag) + " was never made by device_tag()");
   }
   const DeviceTag previous = t_current;
   t_current = tag;

@@ -28,6 +28,8 @@ inline constexpr unsigned kMaxDeviceTags = 64;
 DeviceTag device_tag(std::string_view name);
 // The tag of `name` if it exists; false otherwise (nothing is made).
 bool find_device_tag(std::string_view name, DeviceTag* tag) noexcept;
+// Whether device_tag() handed out this number (no lock).
+bool device_tag_made(DeviceTag tag) noexcept;
 // The name of a tag made by device_tag(); "" for a number never handed out.
 std::string device_tag_name(DeviceTag tag);
 

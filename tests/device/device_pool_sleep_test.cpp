@@ -353,6 +353,16 @@ TEST(DeviceTags, NamesAreCheckedAndInterned) {
   EXPECT_THROW(device_tag(""), DevicePoolError);
   EXPECT_THROW(device_tag(std::string(65, 'x')), DevicePoolError);
   EXPECT_THROW(set_current_device_tag(kMaxDeviceTags - 1), DevicePoolError);
+  EXPECT_FALSE(device_tag_made(kMaxDeviceTags - 1));
+  SimPool sim(true);
+  try {
+    sim.pool->allocate(kMiB, kStreamA, static_cast<DeviceTag>(kMaxDeviceTags - 1));
+    ADD_FAILURE() << "an allocation under a tag never made succeeded";
+  } catch (const DevicePoolError& e) {
+    EXPECT_EQ(e.status(), Status::bad_argument);
+    EXPECT_NE(std::string(e.what()).find("never made"), std::string::npos) << e.what();
+  }
+  EXPECT_POOL_VALID(*sim.pool);
   {
     DeviceTagScope scope(t);
     EXPECT_EQ(current_device_tag(), t);
