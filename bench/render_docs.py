@@ -532,8 +532,8 @@ def sections(results: str) -> dict[str, dict[str, str]]:
         torch_page["memory_history:cost"] = history_cost(load(path("memory_history.json")))
     if os.path.exists(path("sleep_wake.json")):
         d = load(path("sleep_wake.json"))
-        device["sleep_wake:table"] = (f"Best of {d['rounds']} cycles{' (--quick)' if d['quick'] else ''}:\n\n"
-                                      + d["table"])
+        bench["sleep_wake:table"] = device["sleep_wake:table"] = (
+            f"Best of {d['rounds']} cycles{' (--quick)' if d['quick'] else ''}:\n\n" + d["table"])
     return {"benchmarks.md": bench, "host_benchmarks.md": host, "device_pool.md": device, "kv_offload.md": kv,
             "pytorch.md": torch_page, "transfer.md": transfer}
 
