@@ -10,7 +10,8 @@
 // -> shared_[c].lock -> pages_lock_ -> setup_lock_ -> arenas_[i].mutex (one at
 // a time; several only in validate() and fork, by index) -> huge_lock_;
 // deferred_lock_ and pin_.lock are never held while another is taken; the
-// history's lock (history.hpp) is taken last of all, under any of them. The fast paths of
+// region pinner's lock (region_pinner.hpp) comes after any of the others but
+// the history's lock (history.hpp), which is taken last of all, under any of them. The fast paths of
 // engine_fast.hpp take none.
 #pragma once
 
@@ -39,6 +40,8 @@ class HostPinner;
 }
 
 namespace unipool::host {
+
+class RegionPinner;
 
 inline constexpr uint32_t kMaxArenas = 16;
 // Threads spread their large blocks over this many arenas, each with its own
@@ -139,6 +142,8 @@ class Engine {
   bool is_pinned(const void* p) const noexcept;
   void flush_thread_cache() noexcept;
   void trim() noexcept;
+  // HostPool::set_region_hooks.
+  Status set_region_hooks(HostRegionHooks hooks);
   HostPoolStats stats() const noexcept;
   void reset_peak_stats() noexcept;
   PinningState pinning_state() const noexcept;
@@ -331,6 +336,7 @@ class Engine {
   ArenaSettings arena_settings_;
   History history_;  // before pinner_, which records into it
   std::unique_ptr<backend::HostPinner> pinner_;
+  RegionPinner* regions_ = nullptr;          // pinner_'s outer layer, set with it
   std::atomic<bool> pinner_checked_{false};  // release-stored after pin_available_ and the settings
   bool pin_available_ = false;
   // Pinner set-up and adding arenas; with a `limit`, every arena allocation

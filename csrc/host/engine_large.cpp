@@ -4,6 +4,7 @@
 #include "host/engine.hpp"
 #include "host/history_pinner.hpp"
 #include "host/pinner_factory.hpp"
+#include "host/region_pinner.hpp"
 
 namespace unipool::host {
 namespace {
@@ -42,7 +43,9 @@ void Engine::ensure_pinner() noexcept {
     // the side (t_internal), never from this pool's locked paths.
     InternalScope internal;
     try {
-      pinner_ = std::make_unique<HistoryPinner>(make_pinner(), &history_);
+      auto regions = std::make_unique<RegionPinner>(std::make_unique<HistoryPinner>(make_pinner(), &history_));
+      regions_ = regions.get();
+      pinner_ = std::move(regions);
       pin_available_ = pinner_ != nullptr && pinner_->available();
     } catch (...) {
       pin_available_ = false;
@@ -51,6 +54,19 @@ void Engine::ensure_pinner() noexcept {
     if (pin_available_ && config_.pin_thread) start_pin_thread();
   }
   pinner_checked_.store(true, std::memory_order_release);
+}
+
+Status Engine::set_region_hooks(HostRegionHooks hooks) {
+  ensure_pinner();
+  if (!pin_available_) {
+    return fail(Status::bad_argument,
+                config_.pinned == HostPinned::off
+                    ? "unipool host pool: region hooks need a pinned pool; this one has pinned=off"
+                    : "unipool host pool: region hooks need a pinned pool; no CUDA device can "
+                      "pin this one's memory");
+  }
+  regions_->set_hooks(std::move(hooks));
+  return Status::ok;
 }
 
 // ---- arenas and shards ---------------------------------------------------------------

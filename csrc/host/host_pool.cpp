@@ -87,6 +87,7 @@ bool HostPool::owns(const void* p) const noexcept { return engine_->usable_size(
 bool HostPool::is_pinned(const void* p) const noexcept { return engine_->is_pinned(p); }
 void HostPool::flush_thread_cache() noexcept { engine_->flush_thread_cache(); }
 void HostPool::trim() noexcept { engine_->trim(); }
+Status HostPool::set_region_hooks(HostRegionHooks hooks) { return engine_->set_region_hooks(std::move(hooks)); }
 HostPoolStats HostPool::stats() const noexcept { return engine_->stats(); }
 void HostPool::reset_peak_stats() noexcept { engine_->reset_peak_stats(); }
 PinningState HostPool::pinning_state() const noexcept { return engine_->pinning_state(); }

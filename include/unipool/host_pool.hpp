@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,26 @@
 #include "unipool/status.hpp"
 
 namespace unipool {
+
+// A piece of host memory the pool just pinned (registered with the CUDA
+// driver) or is about to unpin and unmap: what a transfer engine (NIXL, UCX)
+// registers too.
+struct HostRegionEvent {
+  void* address = nullptr;
+  uint64_t bytes = 0;
+};
+
+// Every piece the pool pins (an arena's growth, in pieces of at most max_pin
+// bytes; the chunks the pinning thread pins ahead; a huge block's mapping) is
+// reported once by on_map, after it is pinned and before any block of it is
+// handed out, and once by before_unmap, before it is unpinned. Pageable
+// memory is never reported. The hooks run on the thread that pins, possibly
+// with the pool's locks held: they must be quick, must not call into a host
+// pool, and must not wait for a thread that may be using one.
+struct HostRegionHooks {
+  std::function<void(const HostRegionEvent&)> on_map;
+  std::function<void(const HostRegionEvent&)> before_unmap;
+};
 
 namespace host {
 class Engine;  // csrc/host/engine.hpp
@@ -105,6 +126,13 @@ class HostPool {
   // flush_thread_cache(), frees completed deferrals, returns the huge cache
   // to the OS and decommits whole free chunks of pageable arenas.
   void trim() noexcept;
+
+  // Installs region hooks (above) in place of the current ones (empty hooks:
+  // none), then tells the new on_map of every piece pinned now, so a piece
+  // is reported once whether it was pinned before or after. The old hooks are
+  // told nothing. Status::bad_argument for a pool that pins nothing
+  // (pinned=off, or no CUDA device): last_error() says which.
+  Status set_region_hooks(HostRegionHooks hooks);
 
   HostPoolStats stats() const noexcept;
   void reset_peak_stats() noexcept;
