@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import unipool
-from conftest import covers
+from conftest import covers, run_py
 from unipool.nixl import DEFAULT_MAX_REGION, KVAgent, NixlError, PeerLostError, RegionCache, Transfer, make_agent
 
 if os.environ.get("UNIPOOL_NULLGPU_LIB_DIR"):
@@ -485,3 +485,38 @@ def test_a_peer_that_dies_gives_a_clear_error_and_leaks_no_registration():
         kv.wait_notification(remote, b"kv:0", timeout=0.2)
     kv.close()
     assert kv.cache.live_regions == 0 and kv.cache.deregistrations == kv.cache.registrations == 1
+
+
+# --- HostAgent: the host pool attached (tests/python/nixl_host_checks.py) --
+
+def host_check(check: str, host_conf: str = "pinned=on") -> None:
+    # A process of its own: this session's host pool is made already, pageable.
+    run_py(f"import runpy, sys; sys.argv = ['checks', {check!r}]; "
+           f"runpy.run_path({str(ROOT / 'tests' / 'python' / 'nixl_host_checks.py')!r}, run_name='__main__')",
+           env={"UNIPOOL_HOST_CONF": host_conf})
+
+
+@covers("unipool.nixl.HostAgent", "unipool.nixl.HostAgent.sync")
+def test_the_host_pool_is_registered_once_per_pinned_piece():
+    host_check("registered_once_per_pinned_piece")
+
+
+@covers("unipool.nixl.HostAgent.pieces")
+def test_pieces_are_cut_where_regions_end_and_refuse_foreign_memory():
+    host_check("pieces_cut_where_regions_end")
+
+
+@covers("unipool.nixl.HostAgent.write", "unipool.nixl.HostAgent.read", "unipool.nixl.HostAgent.connect",
+        "unipool.nixl.HostAgent.metadata")
+def test_host_tensors_move_to_a_peer_and_back_across_region_boundaries():
+    host_check("tensors_move_to_a_peer_and_back")
+
+
+@covers("unipool.nixl.HostAgent.close", "unipool.nixl.HostAgent.disconnect")
+def test_one_host_agent_at_a_time_and_close_deregisters_everything():
+    host_check("one_agent_at_a_time")
+
+
+@covers("unipool.nixl.HostAgent")
+def test_a_pageable_host_pool_is_refused():
+    host_check("pageable_pool_is_refused", host_conf="pinned=off")

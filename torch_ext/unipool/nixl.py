@@ -12,8 +12,13 @@ processes by NIXL (docs/transfer.md).
   array; metadata to hand to a peer; WRITE and READ of block lists with
   notifications; book-keeping that refuses freed blocks before posting.
 
+- ``HostAgent``: a NIXL agent attached to unipool's pinned host pool: each
+  piece the pool pins registered once (HostPool's region hooks, applied at
+  sync()), host tensors cut into rows inside regions, WRITE and READ.
+
 NIXL (PyPI ``nixl``) is imported when this module is; its C++ headers are
-not in the wheel, so there is no C++ face of this module.
+not in the wheel, so there is no C++ face of this module: a C++ runtime
+registers from the pools' hooks with its own NIXL build.
 """
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ except ImportError as e:  # the module is optional; say what to install
 
 from .kv import KVBlockPool
 
-__all__ = ["NixlError", "PeerLostError", "RegionCache", "KVAgent", "KVPeer", "Transfer", "make_agent",
+__all__ = ["NixlError", "PeerLostError", "RegionCache", "HostAgent", "KVAgent", "KVPeer", "Transfer", "make_agent",
            "DEFAULT_MAX_REGION"]
 
 DEFAULT_MAX_REGION = 4 << 30  # NIXL/UCX throughput falls beyond 4 GiB per region
@@ -210,6 +215,188 @@ class RegionCache:
                 del self._granules[g]
         self.deregistrations += 1  # counted even if NIXL refuses: the region is gone from our books
         _nixl_call(f"deregistering {nbytes} bytes at {start:#x}", self.agent.deregister_memory, reg)
+
+
+def _span(t) -> tuple[int, int]:
+    # A tensor's bytes, or an (address, nbytes) pair.
+    if isinstance(t, torch.Tensor):
+        if not t.is_contiguous():
+            raise ValueError("unipool.nixl: a tensor to transfer must be contiguous")
+        return t.data_ptr(), t.numel() * t.element_size()
+    address, nbytes = t
+    return int(address), int(nbytes)
+
+
+def _paired(local: np.ndarray, remote: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two Nx3 piece lists over the same number of bytes, cut at the union
+    of their boundaries, so that row i of each has the same length and lies
+    in one registered region of its side."""
+    lc, rc = np.cumsum(local[:, 1]), np.cumsum(remote[:, 1])
+    if lc.size == 0 or rc.size == 0 or lc[-1] != rc[-1]:
+        raise ValueError(f"unipool.nixl: the local side has {int(lc[-1]) if lc.size else 0} bytes and the remote "
+                         f"side {int(rc[-1]) if rc.size else 0}: a transfer moves the same bytes on both")
+    ends = np.union1d(lc, rc)
+    starts = np.concatenate((np.zeros(1, dtype=np.uint64), ends[:-1]))
+    out = []
+    for pieces, cum in ((local, lc), (remote, rc)):
+        i = np.searchsorted(cum, starts, side="right")
+        first = cum[i] - pieces[i, 1]  # where piece i starts in the byte stream
+        rows = np.empty((starts.size, 3), dtype=np.uint64)
+        rows[:, 0], rows[:, 1], rows[:, 2] = pieces[i, 0] + (starts - first), ends - starts, pieces[i, 2]
+        out.append(rows)
+    return out[0], out[1]
+
+
+def _start(agent, handle, peer: str, n: int, op: str, what: str) -> "Transfer":
+    xfer = Transfer(agent, handle, peer, n, op)
+    try:
+        state = _nixl_call(f"posting {what}", agent.transfer, handle)
+    except NixlError as e:
+        xfer._state = "ERR"
+        xfer._release()
+        raise _lost_or(e) from e.__cause__
+    if state == "ERR":
+        xfer._state = "ERR"
+        xfer._release()
+        raise PeerLostError(f"unipool.nixl: posting {what} failed (NIXL reported an error)")
+    return xfer
+
+
+class HostAgent:
+    """A NIXL agent attached to unipool's pinned host pool: the memory of
+    ``unipool.empty`` tensors, and of torch's pinned tensors once
+    ``unipool.torch`` is installed.
+
+    ``HostAgent(name, *, agent=None, max_region_bytes=4 GiB, backends=("UCX",))``
+
+    Each piece the pool pins is registered once (``cache``, a RegionCache):
+    the pieces pinned now at once, later ones at the next sync(), which
+    also deregisters what the pool unpinned meanwhile. The pool's hooks only
+    queue (they run where the pool pins, where Python cannot be called
+    safely); every lookup syncs first, so none uses a stale registration.
+    One HostAgent at a time: the pool reports to one; close() detaches.
+
+    pieces(tensors) -> Nx3 (address, bytes, 0) rows, cut where regions end;
+    metadata() / connect(metadata) -> peer name; write(tensors, peer,
+    remote_pieces, notif) / read(...) -> Transfer, where remote_pieces are
+    the peer's rows (its pieces(), or a KVAgent's descs()); sync(); close().
+    """
+
+    def __init__(self, name: str, *, agent=None, max_region_bytes: int = DEFAULT_MAX_REGION,
+                 backends: Sequence[str] = ("UCX",)):
+        from . import _C
+
+        self.agent = agent if agent is not None else make_agent(name, backends=backends)
+        self.name = self.agent.name
+        self.cache = RegionCache(self.agent, max_region_bytes=max_region_bytes)
+        self.peers: set[str] = set()
+        self._backlog: list = []  # events a failed sync() did not apply yet
+        self._journal = _C._host_region_journal()  # ValueError: a pool that pins nothing, or one attached
+        try:
+            self.sync()
+        except BaseException:
+            self.close()
+            raise
+
+    def sync(self) -> int:
+        """Registers the pieces the pool pinned and deregisters those it
+        unpinned since the last call; returns how many were registered. On
+        a NIXL failure the events not applied yet are kept for next time."""
+        events, self._backlog = self._backlog + self._journal.drain(), []
+        made = 0
+        for k, (mapped, address, nbytes) in enumerate(events):
+            try:
+                if mapped:
+                    self.cache.on_map(address, nbytes)
+                    made += 1
+                elif address in self.cache._chunks:
+                    self.cache.before_unmap(address)
+            except NixlError:
+                self._backlog = events[k:]
+                raise
+        return made
+
+    def pieces(self, tensors) -> np.ndarray:
+        """The tensors' bytes (or (address, nbytes) pairs'), in order, as an
+        Nx3 uint64 array (address, bytes, 0) whose rows each lie in one
+        registered region. ValueError for memory the pool did not pin."""
+        self.sync()
+        rows = []
+        for t in tensors:
+            address, nbytes = _span(t)
+            end = address + nbytes
+            while address < end:
+                try:
+                    idx, _ = self.cache.locate(address)
+                except KeyError:
+                    raise ValueError(f"HostAgent.pieces: {address:#x} is not in the host pool's pinned memory "
+                                     f"(use unipool.empty, or pinned tensors with unipool.torch installed)") from None
+                start, size, _ = self.cache.regions[idx]
+                take = min(end, start + size) - address
+                rows.append((address, take, 0))
+                address += take
+        return np.array(rows, dtype=np.uint64).reshape(-1, 3)
+
+    def metadata(self) -> bytes:
+        """This agent's NIXL metadata, for the peer's connect()."""
+        return self.agent.get_agent_metadata()
+
+    def connect(self, metadata: bytes) -> str:
+        """Adds the peer whose NIXL metadata this is; returns its name."""
+        name = _nixl_call("adding a peer", self.agent.add_remote_agent, metadata)
+        name = name.decode() if isinstance(name, bytes) else name
+        self.peers.add(name)
+        return name
+
+    def disconnect(self, peer: str) -> None:
+        if peer in self.peers:
+            self.peers.discard(peer)
+            _nixl_call(f"removing peer {peer!r}", self.agent.remove_remote_agent, peer)
+
+    def write(self, tensors, peer: str, remote_pieces, notif: bytes = b"") -> Transfer:
+        """Copies the tensors' bytes, in order, into the peer's rows."""
+        return self._post("WRITE", tensors, peer, remote_pieces, notif)
+
+    def read(self, tensors, peer: str, remote_pieces, notif: bytes = b"") -> Transfer:
+        """Copies the peer's rows, in order, into the tensors."""
+        return self._post("READ", tensors, peer, remote_pieces, notif)
+
+    def _post(self, op: str, tensors, peer: str, remote_pieces, notif: bytes) -> Transfer:
+        if peer not in self.peers:
+            raise ValueError(f"HostAgent: peer {peer!r} is not connected")
+        local, remote = _paired(self.pieces(tensors), np.asarray(remote_pieces, dtype=np.uint64).reshape(-1, 3))
+        what = f"{op} of {int(local[:, 1].sum())} bytes with peer {peer!r}"
+        try:
+            handle = _nixl_call(f"preparing {what}", self.agent.initialize_xfer, op,
+                                self.agent.get_xfer_descs(local, "DRAM"), self.agent.get_xfer_descs(remote, "DRAM"),
+                                peer, notif)
+        except NixlError as e:
+            raise _lost_or(e) from e.__cause__
+        return _start(self.agent, handle, peer, local.shape[0], op, what)
+
+    def close(self) -> None:
+        """Detaches from the pool, forgets the peers and deregisters every
+        region. Idempotent."""
+        journal, self._journal = getattr(self, "_journal", None), None
+        if journal is not None:
+            journal.detach()
+        for peer in list(self.peers):
+            self.disconnect(peer)
+        self._backlog = []
+        self.cache.close()
+
+    def __enter__(self) -> "HostAgent":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_journal", None) is not None:
+            self._journal.detach()  # the pool stops queueing for an agent nobody holds
+
+    def __repr__(self) -> str:
+        return f"HostAgent({self.name!r}, {self.cache.live_regions} regions, peers={sorted(self.peers)})"
 
 
 _META_MAGIC = b"unipool-kv-nixl/1\n"
@@ -433,18 +620,7 @@ class KVAgent:
                                 peer._dlist, remote, notif)
         except NixlError as e:
             raise _lost_or(e) from e.__cause__
-        xfer = Transfer(self.agent, handle, peer.name, local.size, op)
-        try:
-            state = _nixl_call(f"posting {what}", self.agent.transfer, handle)
-        except NixlError as e:
-            xfer._state = "ERR"
-            xfer._release()
-            raise _lost_or(e) from e.__cause__
-        if state == "ERR":
-            xfer._state = "ERR"
-            xfer._release()
-            raise PeerLostError(f"unipool.nixl: posting {what} failed (NIXL reported an error)")
-        return xfer
+        return _start(self.agent, handle, peer.name, local.size, op, what)
 
     def wait_notification(self, peer: Union[KVPeer, str], tag: bytes, timeout: float = 30.0) -> None:
         """Returns once `peer` sent a notification starting with `tag` (and
