@@ -99,7 +99,7 @@ def test_python_names_resolve():
 
 
 # unipool.nixl's classes whose public members the tables must cover.
-NIXL_CLASSES = ("RegionCache", "HostAgent", "KVAgent", "KVPeer", "Transfer")
+NIXL_CLASSES = ("RegionCache", "HostAgent", "DeviceAgent", "KVAgent", "KVPeer", "Transfer")
 
 
 def public_python_names() -> set[str]:

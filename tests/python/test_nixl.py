@@ -487,36 +487,63 @@ def test_a_peer_that_dies_gives_a_clear_error_and_leaks_no_registration():
     assert kv.cache.live_regions == 0 and kv.cache.deregistrations == kv.cache.registrations == 1
 
 
-# --- HostAgent: the host pool attached (tests/python/nixl_host_checks.py) --
+# --- HostAgent: the host pool attached (tests/python/nixl_pool_checks.py) --
 
-def host_check(check: str, host_conf: str = "pinned=on") -> None:
-    # A process of its own: this session's host pool is made already, pageable.
-    run_py(f"import runpy, sys; sys.argv = ['checks', {check!r}]; "
-           f"runpy.run_path({str(ROOT / 'tests' / 'python' / 'nixl_host_checks.py')!r}, run_name='__main__')",
+def pool_check(check: str, *, host_conf: str = "pinned=on", device_conf: str = "") -> None:
+    # A process of its own: this session's host pool is made already,
+    # pageable, and unipool.torch must be installed before CUDA starts.
+    argv = ["checks", check] + ([device_conf] if device_conf else [])
+    run_py(f"import runpy, sys; sys.argv = {argv!r}; "
+           f"runpy.run_path({str(ROOT / 'tests' / 'python' / 'nixl_pool_checks.py')!r}, run_name='__main__')",
            env={"UNIPOOL_HOST_CONF": host_conf})
 
 
 @covers("unipool.nixl.HostAgent", "unipool.nixl.HostAgent.sync")
 def test_the_host_pool_is_registered_once_per_pinned_piece():
-    host_check("registered_once_per_pinned_piece")
+    pool_check("registered_once_per_pinned_piece")
 
 
 @covers("unipool.nixl.HostAgent.pieces")
 def test_pieces_are_cut_where_regions_end_and_refuse_foreign_memory():
-    host_check("pieces_cut_where_regions_end")
+    pool_check("pieces_cut_where_regions_end")
 
 
 @covers("unipool.nixl.HostAgent.write", "unipool.nixl.HostAgent.read", "unipool.nixl.HostAgent.connect",
         "unipool.nixl.HostAgent.metadata")
 def test_host_tensors_move_to_a_peer_and_back_across_region_boundaries():
-    host_check("tensors_move_to_a_peer_and_back")
+    pool_check("tensors_move_to_a_peer_and_back")
 
 
 @covers("unipool.nixl.HostAgent.close", "unipool.nixl.HostAgent.disconnect")
 def test_one_host_agent_at_a_time_and_close_deregisters_everything():
-    host_check("one_agent_at_a_time")
+    pool_check("one_agent_at_a_time")
 
 
 @covers("unipool.nixl.HostAgent")
 def test_a_pageable_host_pool_is_refused():
-    host_check("pageable_pool_is_refused", host_conf="pinned=off")
+    pool_check("pageable_pool_is_refused", host_conf="pinned=off")
+
+
+# --- DeviceAgent: the CUDA allocator's pools attached ------------------------
+
+@pytest.mark.parametrize("expandable", [False, True])
+@covers("unipool.nixl.DeviceAgent", "unipool.nixl.DeviceAgent.sync", "unipool.nixl.DeviceAgent.close")
+def test_device_segments_are_registered_as_mapped_and_deregistered_as_unmapped(expandable):
+    pool_check("device_segments_registered_as_mapped",
+               device_conf=f"backend=cuda_vmm,expandable_segments={str(expandable).lower()}")
+
+
+@covers("unipool.nixl.DeviceAgent.write", "unipool.nixl.DeviceAgent.pieces", "unipool.nixl.DeviceAgent.connect",
+        "unipool.nixl.DeviceAgent.read", "unipool.nixl.DeviceAgent.metadata", "unipool.nixl.DeviceAgent.disconnect")
+def test_device_tensors_move_to_a_peer():
+    pool_check("device_tensors_move_to_a_peer", device_conf="expandable_segments=true")
+
+
+@covers("unipool.nixl.DeviceAgent")
+def test_null_gpu_segments_are_refused_as_vram_and_the_agent_detaches():
+    pool_check("device_memory_as_vram_is_refused_with_nixls_message", device_conf="expandable_segments=true")
+
+
+@covers("unipool.nixl.DeviceAgent")
+def test_a_device_agent_needs_unipool_torch():
+    pool_check("device_agent_needs_unipool_torch")

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "core/compiler.hpp"
+#include "region_journal.hpp"
 
 namespace unipool::torch_ext {
 namespace {
@@ -52,6 +53,7 @@ void add(c10::CachingDeviceAllocator::DeviceStats& to, const DeviceStats& s) {
 UnipoolCudaAllocator::UnipoolCudaAllocator(const DevicePoolConfig& config)
     : pools_(std::make_unique<DevicePools>(config)), history_(pools_->device_count()) {
   simulated_ = std::string(pools_->backend().name()) == "sim";
+  for (int d = 0; d < pools_->device_count(); ++d) pools_->pool(d).set_segment_hooks(device_region_hooks());
   fractions_.assign(pools_->device_count(), config.memory_fraction);
   g_instance.store(this);
 }
@@ -337,6 +339,7 @@ void UnipoolCudaAllocator::createOrIncrefPool(c10::DeviceIndex device, MempoolId
     // a non-owning alias.
     std::shared_ptr<DeviceBackend> backend(std::shared_ptr<void>{}, &pools_->backend());
     p.pool = std::make_unique<DevicePool>(std::move(backend), device, pools_->config());
+    p.pool->set_segment_hooks(device_region_hooks());
     if (history_.observing()) p.pool->set_trace_observer(history_.observer(mempool_id));
   }
   ++p.use_count;

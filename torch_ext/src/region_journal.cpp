@@ -1,17 +1,18 @@
-// unipool torch extension: the host pool's region hooks, queued for Python
-// (unipool.nixl.HostAgent). The hooks run where the pool pins, possibly with
-// its locks held and on the pinning thread: calling into Python there could
-// wait for the GIL while its holder waits for the pool. So the hooks only
-// queue, under the journal's own lock, and Python applies the queue when it
-// next looks a block up (drain). A piece pinned and unpinned between two
-// drains cancels out and is never seen by Python.
+// unipool torch extension: region_journal.hpp. One journal per kind of
+// memory (host, device) can be attached at a time: the agent that attached
+// it applies its events, in order, at each drain.
+#include "region_journal.hpp"
+
 #include <torch/csrc/utils/pybind.h>
 
+#include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "unipool_torch.hpp"
@@ -19,76 +20,151 @@
 namespace unipool::torch_ext {
 namespace {
 
+struct Event {
+  bool mapped;
+  int device;
+  uintptr_t address;
+  uint64_t bytes;
+};
+
+// The events told since the last drain. A range mapped and unmapped whole
+// between two drains cancels out: Python never sees it.
 struct Journal {
   std::mutex mutex;
-  // (mapped?, address, bytes), in the order the pool told them.
-  std::vector<std::tuple<bool, uintptr_t, uint64_t>> events;
+  std::vector<Event> events;
 
-  void mapped(const HostRegionEvent& e) {
+  void push(const Event& e) {
     std::lock_guard lock(mutex);
-    events.emplace_back(true, reinterpret_cast<uintptr_t>(e.address), e.bytes);
-  }
-  void unmapping(const HostRegionEvent& e) {
-    const auto address = reinterpret_cast<uintptr_t>(e.address);
-    std::lock_guard lock(mutex);
-    for (auto it = events.rbegin(); it != events.rend(); ++it) {
-      if (std::get<0>(*it) && std::get<1>(*it) == address) {  // mapped since the last drain
-        events.erase(std::next(it).base());
-        return;
+    if (!e.mapped) {
+      for (auto it = events.rbegin(); it != events.rend(); ++it) {
+        if (it->mapped && it->device == e.device && it->address == e.address && it->bytes == e.bytes) {
+          events.erase(std::next(it).base());
+          return;
+        }
       }
     }
-    events.emplace_back(false, address, e.bytes);
+    events.push_back(e);
   }
 };
 
-std::mutex g_attach_mutex;
-std::shared_ptr<Journal> g_attached;  // the one journal the host pool reports to
-
-std::shared_ptr<Journal> attach() {
-  std::lock_guard lock(g_attach_mutex);
-  if (g_attached) {
-    throw std::invalid_argument(
-        "unipool: the host pool already reports its regions to an attached agent; close() it first");
-  }
-  auto journal = std::make_shared<Journal>();
-  std::weak_ptr<Journal> weak = journal;
-  const Status s = host_pool().set_region_hooks({[weak](const HostRegionEvent& e) {
-                                                   if (auto j = weak.lock()) j->mapped(e);
-                                                 },
-                                                 [weak](const HostRegionEvent& e) {
-                                                   if (auto j = weak.lock()) j->unmapping(e);
-                                                 }});
-  if (s != Status::ok) throw std::invalid_argument(HostPool::last_error());
-  g_attached = journal;
-  return journal;
-}
-
-void detach(const std::shared_ptr<Journal>& journal) {
-  std::lock_guard lock(g_attach_mutex);
-  if (g_attached != journal) return;  // detached already
-  host_pool().set_region_hooks({});
-  g_attached.reset();
-}
-
 py::list drain(Journal& journal) {
-  std::vector<std::tuple<bool, uintptr_t, uint64_t>> events;
+  std::vector<Event> events;
   {
     std::lock_guard lock(journal.mutex);
     events.swap(journal.events);
   }
   py::list out;
-  for (const auto& [mapped, address, bytes] : events) out.append(py::make_tuple(mapped, address, bytes));
+  for (const Event& e : events) out.append(py::make_tuple(e.mapped, e.address, e.bytes, e.device));
   return out;
+}
+
+// ---- host: the pool's own hooks replay what is pinned when installed ----
+
+std::mutex g_host_mutex;
+std::shared_ptr<Journal> g_host;
+
+std::shared_ptr<Journal> attach_host() {
+  std::lock_guard lock(g_host_mutex);
+  if (g_host) {
+    throw std::invalid_argument(
+        "unipool: the host pool already reports its regions to an attached agent; close() it first");
+  }
+  auto journal = std::make_shared<Journal>();
+  std::weak_ptr<Journal> weak = journal;
+  auto tell = [weak](bool mapped) {
+    return [weak, mapped](const HostRegionEvent& e) {
+      if (auto j = weak.lock()) j->push({mapped, 0, reinterpret_cast<uintptr_t>(e.address), e.bytes});
+    };
+  };
+  if (host_pool().set_region_hooks({tell(true), tell(false)}) != Status::ok) {
+    throw std::invalid_argument(HostPool::last_error());
+  }
+  g_host = journal;
+  return journal;
+}
+
+void detach_host(const std::shared_ptr<Journal>& journal) {
+  std::lock_guard lock(g_host_mutex);
+  if (g_host != journal) return;  // detached already
+  host_pool().set_region_hooks({});
+  g_host.reset();
+}
+
+// ---- device: a book of mapped ranges, kept from the pools' creation -----
+
+// Disjoint mapped ranges per device, exactly as the hooks told them: an
+// unmap may take part of a range (expandable segments give granules back
+// in runs of their own), which leaves the rest.
+struct DeviceBook {
+  std::mutex mutex;
+  std::map<std::pair<int, uintptr_t>, uint64_t> live;
+  std::shared_ptr<Journal> journal;
+
+  void mapped(const DeviceSegmentEvent& e) {
+    const auto address = reinterpret_cast<uintptr_t>(e.address);
+    std::lock_guard lock(mutex);
+    live[{e.device, address}] = e.bytes;
+    if (journal) journal->push({true, e.device, address, e.bytes});
+  }
+  void unmapping(const DeviceSegmentEvent& e) {
+    const auto from = reinterpret_cast<uintptr_t>(e.address);
+    const uintptr_t to = from + e.bytes;
+    std::lock_guard lock(mutex);
+    auto it = live.lower_bound({e.device, from});
+    if (it != live.begin() && std::prev(it)->first.first == e.device) --it;  // a range that starts before
+    while (it != live.end() && it->first.first == e.device && it->first.second < to) {
+      const uintptr_t start = it->first.second, end = start + it->second;
+      if (end <= from) {
+        ++it;
+        continue;
+      }
+      it = live.erase(it);
+      if (start < from) live[{e.device, start}] = from - start;
+      if (end > to) live[{e.device, to}] = end - to;
+    }
+    if (journal) journal->push({false, e.device, from, e.bytes});
+  }
+};
+
+DeviceBook& device_book() {
+  static DeviceBook* book = new DeviceBook;  // never destroyed: pools may unmap at exit
+  return *book;
+}
+
+std::shared_ptr<Journal> attach_device() {
+  DeviceBook& book = device_book();
+  std::lock_guard lock(book.mutex);
+  if (book.journal) {
+    throw std::invalid_argument(
+        "unipool: the device pools already report their segments to an attached agent; close() it first");
+  }
+  book.journal = std::make_shared<Journal>();
+  for (const auto& [key, bytes] : book.live) book.journal->push({true, key.first, key.second, bytes});
+  return book.journal;
+}
+
+void detach_device(const std::shared_ptr<Journal>& journal) {
+  DeviceBook& book = device_book();
+  std::lock_guard lock(book.mutex);
+  if (book.journal == journal) book.journal.reset();
 }
 
 }  // namespace
 
+DeviceSegmentHooks device_region_hooks() {
+  return {[](const DeviceSegmentEvent& e) { device_book().mapped(e); },
+          [](const DeviceSegmentEvent& e) { device_book().unmapping(e); }};
+}
+
 void bind_region_journal(py::module_& m) {
-  py::class_<Journal, std::shared_ptr<Journal>>(m, "_HostRegionJournal")
-      .def("drain", &drain, "[(mapped, address, bytes), ...] told since the last drain, oldest first")
-      .def("detach", &detach);
-  m.def("_host_region_journal", &attach,
+  py::class_<Journal, std::shared_ptr<Journal>>(m, "_RegionJournal")
+      .def("drain", &drain, "[(mapped, address, bytes, device), ...] told since the last drain, oldest first");
+  m.def("_host_region_journal", &attach_host,
         "attaches a journal to the host pool's region hooks; the pinned pieces live now come first");
+  m.def("_host_region_detach", &detach_host);
+  m.def("_device_region_journal", &attach_device,
+        "attaches a journal to the device pools' segments; the ranges mapped now come first");
+  m.def("_device_region_detach", &detach_device);
 }
 
 }  // namespace unipool::torch_ext

@@ -37,7 +37,7 @@ except ImportError as e:  # the module is optional; say what to install
 
 from .kv import KVBlockPool
 
-__all__ = ["NixlError", "PeerLostError", "RegionCache", "HostAgent", "KVAgent", "KVPeer", "Transfer", "make_agent",
+__all__ = ["NixlError", "PeerLostError", "RegionCache", "HostAgent", "DeviceAgent", "KVAgent", "KVPeer", "Transfer", "make_agent",
            "DEFAULT_MAX_REGION"]
 
 DEFAULT_MAX_REGION = 4 << 30  # NIXL/UCX throughput falls beyond 4 GiB per region
@@ -262,7 +262,151 @@ def _start(agent, handle, peer: str, n: int, op: str, what: str) -> "Transfer":
     return xfer
 
 
-class HostAgent:
+class _PoolAgent:
+    """What HostAgent and DeviceAgent share: a NIXL agent, a RegionCache fed
+    by a journal of the pools' events (the extension's region_journal),
+    rows inside regions, peers and transfers."""
+
+    _kind = ""  # "host" / "device"
+
+    def __init__(self, name: str, *, agent, max_region_bytes: int, backends: Sequence[str], mem_type: str):
+        from . import _C
+
+        self.agent = agent if agent is not None else make_agent(name, backends=backends)
+        self.name = self.agent.name
+        self.cache = RegionCache(self.agent, mem_type=mem_type, max_region_bytes=max_region_bytes)
+        self.peers: set[str] = set()
+        self._backlog: list = []  # events a failed sync() did not apply yet
+        self._attach, self._detach = getattr(_C, f"_{self._kind}_region_journal"), getattr(_C, f"_{self._kind}_region_detach")
+        self._journal = self._attach()  # ValueError: nothing to report, or an agent attached already
+        try:
+            self.sync()
+        except BaseException:
+            self.close()
+            raise
+
+    def sync(self) -> int:
+        """Registers the memory the pools mapped and deregisters what they
+        unmapped since the last call; returns how many chunks were
+        registered. On a NIXL failure the events not applied yet are kept
+        for next time."""
+        events, self._backlog = self._backlog + self._journal.drain(), []
+        made = 0
+        for k, (mapped, address, nbytes, device) in enumerate(events):
+            try:
+                if mapped:
+                    self.cache.on_map(address, nbytes, device)
+                    made += 1
+                else:
+                    made += self._unmapped(address, nbytes)
+            except NixlError:
+                self._backlog = events[k:]
+                raise
+        return made
+
+    def _unmapped(self, address: int, nbytes: int) -> int:
+        # Deregisters the chunks [address, +nbytes) touches; what of them
+        # stays mapped (the device pools give granules back in runs of their
+        # own) is registered again. Returns how many chunks that made.
+        made = 0
+        for start in [c for c in self.cache._chunks if self._chunk_overlaps(c, address, nbytes)]:
+            end = max(self.cache.regions[i][0] + self.cache.regions[i][1] for i in self.cache._chunks[start])
+            device = self.cache.regions[self.cache._chunks[start][0]][2]
+            self.cache.before_unmap(start)
+            for lo, hi in ((start, address), (address + nbytes, end)):
+                if lo < hi:
+                    self.cache.on_map(lo, hi - lo, device)
+                    made += 1
+        return made
+
+    def _chunk_overlaps(self, start: int, address: int, nbytes: int) -> bool:
+        return any(s < address + nbytes and address < s + n for s, n, _ in
+                   (self.cache.regions[i] for i in self.cache._chunks[start]))
+
+    def pieces(self, tensors) -> np.ndarray:
+        """The tensors' bytes (or (address, nbytes) pairs'), in order, as an
+        Nx3 uint64 array (address, bytes, device) whose rows each lie in one
+        registered region. ValueError for memory the pools did not map."""
+        self.sync()
+        rows = []
+        for t in tensors:
+            address, nbytes = _span(t)
+            end = address + nbytes
+            while address < end:
+                try:
+                    idx, _ = self.cache.locate(address)
+                except KeyError:
+                    raise ValueError(f"{type(self).__name__}.pieces: {address:#x} is not in {self._memory}") from None
+                start, size, device = self.cache.regions[idx]
+                take = min(end, start + size) - address
+                rows.append((address, take, device))
+                address += take
+        return np.array(rows, dtype=np.uint64).reshape(-1, 3)
+
+    def metadata(self) -> bytes:
+        """This agent's NIXL metadata, for the peer's connect()."""
+        return self.agent.get_agent_metadata()
+
+    def connect(self, metadata: bytes) -> str:
+        """Adds the peer whose NIXL metadata this is; returns its name."""
+        name = _nixl_call("adding a peer", self.agent.add_remote_agent, metadata)
+        name = name.decode() if isinstance(name, bytes) else name
+        self.peers.add(name)
+        return name
+
+    def disconnect(self, peer: str) -> None:
+        """Forgets a peer; one not connected is left as it is."""
+        if peer in self.peers:
+            self.peers.discard(peer)
+            _nixl_call(f"removing peer {peer!r}", self.agent.remove_remote_agent, peer)
+
+    def write(self, tensors, peer: str, remote_pieces, notif: bytes = b"", remote_mem_type: str = "DRAM") -> Transfer:
+        """Copies the tensors' bytes, in order, into the peer's rows."""
+        return self._post("WRITE", tensors, peer, remote_pieces, notif, remote_mem_type)
+
+    def read(self, tensors, peer: str, remote_pieces, notif: bytes = b"", remote_mem_type: str = "DRAM") -> Transfer:
+        """Copies the peer's rows, in order, into the tensors."""
+        return self._post("READ", tensors, peer, remote_pieces, notif, remote_mem_type)
+
+    def _post(self, op: str, tensors, peer: str, remote_pieces, notif: bytes, remote_mem_type: str) -> Transfer:
+        if peer not in self.peers:
+            raise ValueError(f"{type(self).__name__}: peer {peer!r} is not connected")
+        local, remote = _paired(self.pieces(tensors), np.asarray(remote_pieces, dtype=np.uint64).reshape(-1, 3))
+        what = f"{op} of {int(local[:, 1].sum())} bytes with peer {peer!r}"
+        try:
+            handle = _nixl_call(f"preparing {what}", self.agent.initialize_xfer, op,
+                                self.agent.get_xfer_descs(local, self.cache.mem_type),
+                                self.agent.get_xfer_descs(remote, remote_mem_type), peer, notif)
+        except NixlError as e:
+            raise _lost_or(e) from e.__cause__
+        return _start(self.agent, handle, peer, local.shape[0], op, what)
+
+    def close(self) -> None:
+        """Detaches from the pools, forgets the peers and deregisters every
+        region. Idempotent."""
+        journal, self._journal = getattr(self, "_journal", None), None
+        if journal is not None:
+            self._detach(journal)
+        for peer in list(self.peers):
+            self.disconnect(peer)
+        self._backlog = []
+        self.cache.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_journal", None) is not None:
+            self._detach(self._journal)  # the pools stop queueing for an agent nobody holds
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {self.cache.live_regions} regions, peers={sorted(self.peers)})"
+
+
+class HostAgent(_PoolAgent):
     """A NIXL agent attached to unipool's pinned host pool: the memory of
     ``unipool.empty`` tensors, and of torch's pinned tensors once
     ``unipool.torch`` is installed.
@@ -282,121 +426,39 @@ class HostAgent:
     the peer's rows (its pieces(), or a KVAgent's descs()); sync(); close().
     """
 
+    _kind = "host"
+    _memory = "the host pool's pinned memory (use unipool.empty, or pinned tensors with unipool.torch installed)"
+
     def __init__(self, name: str, *, agent=None, max_region_bytes: int = DEFAULT_MAX_REGION,
                  backends: Sequence[str] = ("UCX",)):
-        from . import _C
+        super().__init__(name, agent=agent, max_region_bytes=max_region_bytes, backends=backends, mem_type="DRAM")
 
-        self.agent = agent if agent is not None else make_agent(name, backends=backends)
-        self.name = self.agent.name
-        self.cache = RegionCache(self.agent, max_region_bytes=max_region_bytes)
-        self.peers: set[str] = set()
-        self._backlog: list = []  # events a failed sync() did not apply yet
-        self._journal = _C._host_region_journal()  # ValueError: a pool that pins nothing, or one attached
-        try:
-            self.sync()
-        except BaseException:
-            self.close()
-            raise
 
-    def sync(self) -> int:
-        """Registers the pieces the pool pinned and deregisters those it
-        unpinned since the last call; returns how many were registered. On
-        a NIXL failure the events not applied yet are kept for next time."""
-        events, self._backlog = self._backlog + self._journal.drain(), []
-        made = 0
-        for k, (mapped, address, nbytes) in enumerate(events):
-            try:
-                if mapped:
-                    self.cache.on_map(address, nbytes)
-                    made += 1
-                elif address in self.cache._chunks:
-                    self.cache.before_unmap(address)
-            except NixlError:
-                self._backlog = events[k:]
-                raise
-        return made
+class DeviceAgent(_PoolAgent):
+    """A NIXL agent attached to unipool's CUDA allocator (``unipool.torch``
+    installed): every segment of its device pools, default and private
+    (CUDA graph pools, MemPools), registered as it is mapped, in regions of
+    at most max_region_bytes, and deregistered once unmapped (at sync()).
+    Expandable segments map and unmap granule runs: a run unmapped out of a
+    registered chunk deregisters it and registers what stays mapped.
 
-    def pieces(self, tensors) -> np.ndarray:
-        """The tensors' bytes (or (address, nbytes) pairs'), in order, as an
-        Nx3 uint64 array (address, bytes, 0) whose rows each lie in one
-        registered region. ValueError for memory the pool did not pin."""
-        self.sync()
-        rows = []
-        for t in tensors:
-            address, nbytes = _span(t)
-            end = address + nbytes
-            while address < end:
-                try:
-                    idx, _ = self.cache.locate(address)
-                except KeyError:
-                    raise ValueError(f"HostAgent.pieces: {address:#x} is not in the host pool's pinned memory "
-                                     f"(use unipool.empty, or pinned tensors with unipool.torch installed)") from None
-                start, size, _ = self.cache.regions[idx]
-                take = min(end, start + size) - address
-                rows.append((address, take, 0))
-                address += take
-        return np.array(rows, dtype=np.uint64).reshape(-1, 3)
+    ``DeviceAgent(name, *, agent=None, max_region_bytes=4 GiB, backends=("UCX",), mem_type="VRAM")``
 
-    def metadata(self) -> bytes:
-        """This agent's NIXL metadata, for the peer's connect()."""
-        return self.agent.get_agent_metadata()
+    mem_type="DRAM" registers the segments as host memory: only right on the
+    null GPU, whose device memory is host memory (the tests use it there,
+    since UCX refuses it as VRAM). Otherwise as HostAgent.
+    """
 
-    def connect(self, metadata: bytes) -> str:
-        """Adds the peer whose NIXL metadata this is; returns its name."""
-        name = _nixl_call("adding a peer", self.agent.add_remote_agent, metadata)
-        name = name.decode() if isinstance(name, bytes) else name
-        self.peers.add(name)
-        return name
+    _kind = "device"
+    _memory = "a segment of unipool's device pools (is unipool.torch installed?)"
 
-    def disconnect(self, peer: str) -> None:
-        if peer in self.peers:
-            self.peers.discard(peer)
-            _nixl_call(f"removing peer {peer!r}", self.agent.remove_remote_agent, peer)
+    def __init__(self, name: str, *, agent=None, max_region_bytes: int = DEFAULT_MAX_REGION,
+                 backends: Sequence[str] = ("UCX",), mem_type: str = "VRAM"):
+        from . import torch as _unipool_torch
 
-    def write(self, tensors, peer: str, remote_pieces, notif: bytes = b"") -> Transfer:
-        """Copies the tensors' bytes, in order, into the peer's rows."""
-        return self._post("WRITE", tensors, peer, remote_pieces, notif)
-
-    def read(self, tensors, peer: str, remote_pieces, notif: bytes = b"") -> Transfer:
-        """Copies the peer's rows, in order, into the tensors."""
-        return self._post("READ", tensors, peer, remote_pieces, notif)
-
-    def _post(self, op: str, tensors, peer: str, remote_pieces, notif: bytes) -> Transfer:
-        if peer not in self.peers:
-            raise ValueError(f"HostAgent: peer {peer!r} is not connected")
-        local, remote = _paired(self.pieces(tensors), np.asarray(remote_pieces, dtype=np.uint64).reshape(-1, 3))
-        what = f"{op} of {int(local[:, 1].sum())} bytes with peer {peer!r}"
-        try:
-            handle = _nixl_call(f"preparing {what}", self.agent.initialize_xfer, op,
-                                self.agent.get_xfer_descs(local, "DRAM"), self.agent.get_xfer_descs(remote, "DRAM"),
-                                peer, notif)
-        except NixlError as e:
-            raise _lost_or(e) from e.__cause__
-        return _start(self.agent, handle, peer, local.shape[0], op, what)
-
-    def close(self) -> None:
-        """Detaches from the pool, forgets the peers and deregisters every
-        region. Idempotent."""
-        journal, self._journal = getattr(self, "_journal", None), None
-        if journal is not None:
-            journal.detach()
-        for peer in list(self.peers):
-            self.disconnect(peer)
-        self._backlog = []
-        self.cache.close()
-
-    def __enter__(self) -> "HostAgent":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_journal", None) is not None:
-            self._journal.detach()  # the pool stops queueing for an agent nobody holds
-
-    def __repr__(self) -> str:
-        return f"HostAgent({self.name!r}, {self.cache.live_regions} regions, peers={sorted(self.peers)})"
+        if not _unipool_torch.installed():
+            raise ValueError("DeviceAgent: unipool.torch is not installed: the device pools are not torch's")
+        super().__init__(name, agent=agent, max_region_bytes=max_region_bytes, backends=backends, mem_type=mem_type)
 
 
 _META_MAGIC = b"unipool-kv-nixl/1\n"

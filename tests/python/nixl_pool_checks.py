@@ -1,8 +1,9 @@
-"""unipool.nixl.HostAgent checks, each run by test_nixl.py in a process of
-its own: the host pool must be pinned (UNIPOOL_HOST_CONF=pinned=on, on the
-null GPU), and the test session's pool is already made, pageable.
+"""unipool.nixl.HostAgent and DeviceAgent checks, each run by test_nixl.py
+in a process of its own, on the null GPU: the host pool must be pinned
+(UNIPOOL_HOST_CONF=pinned=on) and the test session's is made already,
+pageable; the device pools must be unipool.torch's, installed first.
 
-    python3 nixl_host_checks.py NAME
+    python3 nixl_pool_checks.py NAME [DEVICE_CONF]
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 import unipool
-from unipool.nixl import HostAgent, RegionCache, make_agent
+from unipool.nixl import DeviceAgent, HostAgent, NixlError, RegionCache, make_agent
 
 KIB, MIB = 1 << 10, 1 << 20
 
@@ -124,6 +125,91 @@ def pageable_pool_is_refused():
         HostAgent(name("host"))
 
 
+# --- DeviceAgent ---------------------------------------------------------------
+
+def segments() -> list[tuple[int, int]]:
+    return sorted((s["address"], s["total_size"]) for s in torch.cuda.memory_snapshot())
+
+
+def covered(a: DeviceAgent) -> list[tuple[int, int]]:
+    # The registered regions, adjacent ones merged: what the segments' mapped memory is.
+    out: list[list[int]] = []
+    for start, nbytes, _ in sorted(r for r in a.cache.regions if r is not None):
+        if out and out[-1][0] + out[-1][1] == start:
+            out[-1][1] += nbytes
+        else:
+            out.append([start, nbytes])
+    return [tuple(r) for r in out]
+
+
+def merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for start, nbytes in spans:
+        if out and out[-1][0] + out[-1][1] == start:
+            out[-1][1] += nbytes
+        else:
+            out.append([start, nbytes])
+    return [tuple(r) for r in out]
+
+
+def device_segments_registered_as_mapped():
+    held = [torch.empty(n, dtype=torch.uint8, device="cuda") for n in (1 * MIB, 30 * MIB)]
+    with DeviceAgent(name("device"), mem_type="DRAM") as a:
+        assert covered(a) == merged(segments()) and a.cache.live_regions > 0
+        held += [torch.empty(n, dtype=torch.uint8, device="cuda") for n in (3 * MIB, 70 * MIB, 512 * KIB)]
+        warm = [torch.empty(n, dtype=torch.uint8, device="cuda") for n in (3 * MIB, 70 * MIB)]
+        del warm
+        a.sync()
+        assert covered(a) == merged(segments())
+        made = a.cache.registrations
+        for _ in range(3):  # the same working set again, from the pools' cache: nothing new
+            again = [torch.empty(n, dtype=torch.uint8, device="cuda") for n in (3 * MIB, 70 * MIB)]
+            del again
+            assert a.sync() == 0 and a.cache.registrations == made
+        del held[1:3]
+        torch.cuda.empty_cache()  # segments (or granule runs) unmapped
+        a.sync()
+        assert covered(a) == merged(segments())
+        assert a.cache.deregistrations > 0
+    assert a.cache.live_regions == 0
+
+
+def device_tensors_move_to_a_peer():
+    peer = make_agent(name("peer"))
+    dst = torch.zeros(6 * MIB, dtype=torch.uint8)
+    remote = RegionCache(peer, max_region_bytes=4 * MIB)
+    remote.on_map(dst.data_ptr(), dst.numel())
+    rows = np.array([[s, n, 0] for s, n, _ in remote.regions], dtype=np.uint64)
+    src = [host_tensor(2 * MIB, 5).cuda(), host_tensor(4 * MIB, 6).cuda()]  # copies: kernels do nothing here
+    with DeviceAgent(name("device"), mem_type="DRAM", max_region_bytes=1 * MIB) as a:
+        peer_name = a.connect(peer.get_agent_metadata())
+        a.write(src, peer_name, rows).wait()
+        assert torch.equal(dst, torch.cat([t.cpu() for t in src]))
+        with pytest.raises(ValueError, match="not in a segment"):
+            a.pieces([torch.zeros(16, dtype=torch.uint8)])
+    remote.close()
+
+
+def device_memory_as_vram_is_refused_with_nixls_message():
+    held = torch.empty(MIB, dtype=torch.uint8, device="cuda")
+    with pytest.raises(NixlError, match="registering"):
+        DeviceAgent(name("device"))
+    # Refused at attach: the agent detached, so another may attach.
+    with DeviceAgent(name("device"), mem_type="DRAM") as a:
+        assert a.cache.locate(held.data_ptr())[1] == 0 or a.cache.live_regions > 0
+        with pytest.raises(ValueError, match="already report"):
+            DeviceAgent(name("device"), mem_type="DRAM")
+
+
+def device_agent_needs_unipool_torch():
+    with pytest.raises(ValueError, match="not installed"):
+        DeviceAgent(name("device"), mem_type="DRAM")
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 2:
+        import unipool.torch
+
+        unipool.torch.install(device_conf=sys.argv[2])
     globals()[sys.argv[1]]()
     print("ok")
