@@ -479,9 +479,12 @@ def transfer_results(d: dict) -> str:
          f"{g['per_tensor_s'] * 1e3:.1f} ms", f"{g['per_tensor_deregister_s'] * 1e3:.1f} ms"],
         [f"a KVBlockPool of {g['blocks']} blocks, per chunk", str(g["per_chunk_registrations"]),
          f"{g['per_chunk_s'] * 1e3:.2f} ms", f"{g['per_chunk_deregister_s'] * 1e3:.2f} ms"]])
-    rows = [[kib(c["block_bytes"]), str(c["batch"]), f"{c['nixl_gb_s']:.2f}", f"{c['nixl_blocks_s']:,.0f}",
-             f"{c['memcpy_gb_s']:.2f}", f"{100 * c['ratio']:.0f}%"] for c in d["transfers"]]
-    xfer = md_table(["block", "batch", "NIXL GB/s", "blocks/s", "memcpy GB/s", "NIXL / memcpy"], "lrrrrr", rows)
+    rows = [[kib(c["block_bytes"]), str(c["batch"]), f"{c['nixl_cold_gb_s']:.2f}", f"{c['nixl_blocks_s']:,.0f}",
+             f"{c['memcpy_cold_gb_s']:.2f}", f"{c['kernel_cold_gb_s']:.2f}", f"{100 * c['ratio_cold']:.0f}%",
+             f"{c['nixl_hot_gb_s']:.2f}", f"{c['memcpy_hot_gb_s']:.2f}", f"{c['kernel_hot_gb_s']:.2f}",
+             f"{100 * c['ratio_hot']:.0f}%"] for c in d["transfers"]]
+    xfer = md_table(["block", "batch", "cold: NIXL GB/s", "blocks/s", "memcpy", "kernel copy", "NIXL / memcpy",
+                     "hot: NIXL GB/s", "memcpy", "kernel copy", "NIXL / memcpy"], "lrrrrrrrrrr", rows)
     return (f"Measured on {d['machine']['note']} ({d['machine']['cores']} cores), UCX transports "
             f"{d['machine']['UCX_TLS']}.\n\n{reg}\n\n"
             f"Registrations made by {g['alloc_free_cycles']} alloc/free cycles after warm-up: "
