@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -36,7 +37,7 @@ class RegionPinner final : public backend::HostPinner {
       InternalScope internal;  // the map's nodes come from the side, never from this pool
       live_[reinterpret_cast<uintptr_t>(ptr)] = bytes;
     }
-    if (hooks_.on_map) hooks_.on_map(HostRegionEvent{ptr, bytes});
+    tell(hooks_.on_map, ptr, bytes);
     return s;
   }
 
@@ -45,7 +46,7 @@ class RegionPinner final : public backend::HostPinner {
       LockGuard lock(lock_);
       const auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
       if (it != live_.end()) {
-        if (hooks_.before_unmap) hooks_.before_unmap(HostRegionEvent{ptr, it->second});
+        tell(hooks_.before_unmap, ptr, it->second);
         InternalScope internal;
         live_.erase(it);
       }
@@ -59,7 +60,7 @@ class RegionPinner final : public backend::HostPinner {
     InternalScope internal;
     hooks_ = std::move(hooks);
     if (!hooks_.on_map) return;
-    for (const auto& [address, bytes] : live_) hooks_.on_map(HostRegionEvent{reinterpret_cast<void*>(address), bytes});
+    for (const auto& [address, bytes] : live_) tell(hooks_.on_map, reinterpret_cast<void*>(address), bytes);
   }
 
   uint64_t live_pieces() const {
@@ -68,6 +69,16 @@ class RegionPinner final : public backend::HostPinner {
   }
 
  private:
+  // A hook that throws must not break the pool's books (its callers are
+  // noexcept): what it failed at is its own business.
+  static void tell(const std::function<void(const HostRegionEvent&)>& hook, void* ptr, uint64_t bytes) noexcept {
+    if (!hook) return;
+    try {
+      hook(HostRegionEvent{ptr, bytes});
+    } catch (...) {
+    }
+  }
+
   std::unique_ptr<backend::HostPinner> inner_;
   mutable Mutex lock_;
   std::map<uintptr_t, uint64_t> live_;

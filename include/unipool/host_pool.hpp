@@ -48,7 +48,8 @@ struct HostRegionEvent {
 // handed out, and once by before_unmap, before it is unpinned. Pageable
 // memory is never reported. The hooks run on the thread that pins, possibly
 // with the pool's locks held: they must be quick, must not call into a host
-// pool, and must not wait for a thread that may be using one.
+// pool, and must not wait for a thread that may be using one. An exception
+// from a hook is swallowed: the pool's books never depend on a hook.
 struct HostRegionHooks {
   std::function<void(const HostRegionEvent&)> on_map;
   std::function<void(const HostRegionEvent&)> before_unmap;

@@ -31,6 +31,7 @@ CLASSES = {
     "DevicePool": "device_pool.hpp",
     "DevicePools": "device_pool.hpp",
     "KVBlockPool": "kv_block_pool.hpp",
+    "RegistrationCache": "registration_cache.hpp",
 }
 
 
