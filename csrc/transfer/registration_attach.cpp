@@ -2,6 +2,7 @@
 // their hooks (HostPool::set_region_hooks, DevicePool::set_segment_hooks) or,
 // for a KV block pool's fixed arena, at once.
 #include <exception>
+#include <functional>
 #include <mutex>
 
 #include "unipool/device_pool.hpp"
@@ -10,8 +11,25 @@
 #include "unipool/registration_cache.hpp"
 
 namespace unipool {
+namespace {
 
-// A hook must not throw into the pool that called it.
+// A hook must not throw into the pool that called it: what a step throws
+// goes to `fail`.
+template <typename Event, typename Step, typename Fail>
+std::function<void(const Event&)> guarded(Step step, Fail fail) {
+  return [step, fail](const Event& e) {
+    try {
+      step(e);
+    } catch (const std::exception& ex) {
+      fail(ex.what());
+    } catch (...) {
+      fail("unknown exception");
+    }
+  };
+}
+
+}  // namespace
+
 void RegistrationCache::hook_failed(const char* what) noexcept {
   try {
     std::unique_lock lock(mutex_);
@@ -22,20 +40,10 @@ void RegistrationCache::hook_failed(const char* what) noexcept {
 }
 
 Status RegistrationCache::attach(HostPool& pool) {
-  auto guarded = [this](auto&& step) {
-    return [this, step](const HostRegionEvent& e) {
-      try {
-        step(e);
-      } catch (const std::exception& ex) {
-        hook_failed(ex.what());
-      } catch (...) {
-        hook_failed("unknown exception");
-      }
-    };
-  };
-  const Status s =
-      pool.set_region_hooks({guarded([this](const HostRegionEvent& e) { on_map(e.address, e.bytes, -1); }),
-                             guarded([this](const HostRegionEvent& e) { before_unmap(e.address, e.bytes); })});
+  auto fail = [this](const char* what) { hook_failed(what); };
+  const Status s = pool.set_region_hooks(
+      {guarded<HostRegionEvent>([this](const HostRegionEvent& e) { on_map(e.address, e.bytes, -1); }, fail),
+       guarded<HostRegionEvent>([this](const HostRegionEvent& e) { before_unmap(e.address, e.bytes); }, fail)});
   if (s == Status::ok) {
     std::unique_lock lock(mutex_);
     host_pools_.push_back(&pool);
@@ -47,19 +55,10 @@ Status RegistrationCache::attach(DevicePool& pool) {
   if (pool.stats().reserved_bytes[static_cast<size_t>(DeviceStatPool::all)].current != 0) {
     return Status::bad_argument;  // what it mapped before would never be told
   }
-  auto guarded = [this](auto&& step) {
-    return [this, step](const DeviceSegmentEvent& e) {
-      try {
-        step(e);
-      } catch (const std::exception& ex) {
-        hook_failed(ex.what());
-      } catch (...) {
-        hook_failed("unknown exception");
-      }
-    };
-  };
-  pool.set_segment_hooks({guarded([this](const DeviceSegmentEvent& e) { on_map(e.address, e.bytes, e.device); }),
-                          guarded([this](const DeviceSegmentEvent& e) { before_unmap(e.address, e.bytes); })});
+  auto fail = [this](const char* what) { hook_failed(what); };
+  pool.set_segment_hooks(
+      {guarded<DeviceSegmentEvent>([this](const DeviceSegmentEvent& e) { on_map(e.address, e.bytes, e.device); }, fail),
+       guarded<DeviceSegmentEvent>([this](const DeviceSegmentEvent& e) { before_unmap(e.address, e.bytes); }, fail)});
   std::unique_lock lock(mutex_);
   device_pools_.push_back(&pool);
   return Status::ok;

@@ -41,9 +41,11 @@ struct Engine {
   }
   // The engine's book, by address, equals the cache's regions.
   void expect_matches(const RegistrationCache& cache) {
-    std::lock_guard lock(mutex);
     std::map<uintptr_t, RegisteredRegion> by_address;
-    for (const auto& [h, r] : live) by_address[reinterpret_cast<uintptr_t>(r.address)] = r;
+    {
+      std::lock_guard lock(mutex);  // not held over the cache's calls: the cache calls us under its lock
+      for (const auto& [h, r] : live) by_address[reinterpret_cast<uintptr_t>(r.address)] = r;
+    }
     const std::vector<RegisteredRegion> regions = cache.regions();
     ASSERT_EQ(regions.size(), by_address.size());
     auto it = by_address.begin();
@@ -53,7 +55,7 @@ struct Engine {
       EXPECT_EQ(r.handle, it->second.handle);
       ++it;
     }
-    EXPECT_EQ(cache.live_regions(), live.size());
+    EXPECT_EQ(cache.live_regions(), by_address.size());
   }
   uint64_t bytes() {
     std::lock_guard lock(mutex);
