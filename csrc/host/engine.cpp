@@ -1,5 +1,6 @@
 // unipool host: the engine's life cycle, pointer lookup and dispatch.
 #include "host/engine.hpp"
+#include "host/region_pinner.hpp"
 
 #include <sys/resource.h>
 #include <time.h>
@@ -390,11 +391,13 @@ void Engine::fork_prepare() noexcept {
   huge_lock_.lock();
   deferred_lock_.lock();
   pthread_mutex_lock(&pin_.lock);
+  if (regions_ != nullptr) regions_->fork_lock();
   history_.fork_lock();
 }
 
 void Engine::fork_release(bool child) noexcept {
   history_.fork_unlock();
+  if (regions_ != nullptr) regions_->fork_unlock();
   pin_thread_after_fork(child);  // unlocks pin_.lock
   deferred_lock_.unlock();
   huge_lock_.unlock();

@@ -29,13 +29,18 @@ class RegionPinner final : public backend::HostPinner {
   const char* name() const noexcept override { return inner_->name(); }
   bool available() override { return inner_->available(); }
 
+  // The hooks run inside InternalScope: what they allocate under a malloc
+  // replacement comes from the side, never from this pool, whose locks (and
+  // lock_) may be held here.
   BackendStatus pin(void* ptr, uint64_t bytes) override {
     const BackendStatus s = inner_->pin(ptr, bytes);
     if (!s.is_ok()) return s;
     LockGuard lock(lock_);
-    {
-      InternalScope internal;  // the map's nodes come from the side, never from this pool
+    InternalScope internal;
+    try {
       live_[reinterpret_cast<uintptr_t>(ptr)] = bytes;
+    } catch (...) {
+      return s;  // no memory for the book: the piece goes unreported, before and after
     }
     tell(hooks_.on_map, ptr, bytes);
     return s;
@@ -44,10 +49,10 @@ class RegionPinner final : public backend::HostPinner {
   BackendStatus unpin(void* ptr) override {
     {
       LockGuard lock(lock_);
+      InternalScope internal;
       const auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
       if (it != live_.end()) {
         tell(hooks_.before_unmap, ptr, it->second);
-        InternalScope internal;
         live_.erase(it);
       }
     }
@@ -63,10 +68,9 @@ class RegionPinner final : public backend::HostPinner {
     for (const auto& [address, bytes] : live_) tell(hooks_.on_map, reinterpret_cast<void*>(address), bytes);
   }
 
-  uint64_t live_pieces() const {
-    LockGuard lock(lock_);
-    return live_.size();
-  }
+  // fork(): held across it by Engine::fork_prepare / fork_release.
+  void fork_lock() noexcept { lock_.lock(); }
+  void fork_unlock() noexcept { lock_.unlock(); }
 
  private:
   // A hook that throws must not break the pool's books (its callers are

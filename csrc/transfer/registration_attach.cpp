@@ -4,6 +4,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <shared_mutex>
 
 #include "unipool/device_pool.hpp"
 #include "unipool/host_pool.hpp"
@@ -11,24 +12,23 @@
 #include "unipool/registration_cache.hpp"
 
 namespace unipool {
-namespace {
 
-// A hook must not throw into the pool that called it: what a step throws
-// goes to `fail`.
-template <typename Event, typename Step, typename Fail>
-std::function<void(const Event&)> guarded(Step step, Fail fail) {
-  return [step, fail](const Event& e) {
+// A hook holds the gate, not the cache, and must not throw into the pool
+// that called it: what a step throws is counted by the cache.
+template <typename Event>
+std::function<void(const Event&)> RegistrationCache::hook(void (*step)(RegistrationCache&, const Event&)) {
+  return [gate = gate_, step](const Event& e) {
+    std::shared_lock lock(gate->mutex);
+    if (gate->cache == nullptr) return;
     try {
-      step(e);
+      step(*gate->cache, e);
     } catch (const std::exception& ex) {
-      fail(ex.what());
+      gate->cache->hook_failed(ex.what());
     } catch (...) {
-      fail("unknown exception");
+      gate->cache->hook_failed("unknown exception");
     }
   };
 }
-
-}  // namespace
 
 void RegistrationCache::hook_failed(const char* what) noexcept {
   try {
@@ -40,10 +40,10 @@ void RegistrationCache::hook_failed(const char* what) noexcept {
 }
 
 Status RegistrationCache::attach(HostPool& pool) {
-  auto fail = [this](const char* what) { hook_failed(what); };
   const Status s = pool.set_region_hooks(
-      {guarded<HostRegionEvent>([this](const HostRegionEvent& e) { on_map(e.address, e.bytes, -1); }, fail),
-       guarded<HostRegionEvent>([this](const HostRegionEvent& e) { before_unmap(e.address, e.bytes); }, fail)});
+      {hook<HostRegionEvent>([](RegistrationCache& c, const HostRegionEvent& e) { c.on_map(e.address, e.bytes, -1); }),
+       hook<HostRegionEvent>(
+           [](RegistrationCache& c, const HostRegionEvent& e) { c.before_unmap(e.address, e.bytes); })});
   if (s == Status::ok) {
     std::unique_lock lock(mutex_);
     host_pools_.push_back(&pool);
@@ -55,10 +55,12 @@ Status RegistrationCache::attach(DevicePool& pool) {
   if (pool.stats().reserved_bytes[static_cast<size_t>(DeviceStatPool::all)].current != 0) {
     return Status::bad_argument;  // what it mapped before would never be told
   }
-  auto fail = [this](const char* what) { hook_failed(what); };
-  pool.set_segment_hooks(
-      {guarded<DeviceSegmentEvent>([this](const DeviceSegmentEvent& e) { on_map(e.address, e.bytes, e.device); }, fail),
-       guarded<DeviceSegmentEvent>([this](const DeviceSegmentEvent& e) { before_unmap(e.address, e.bytes); }, fail)});
+  pool.set_segment_hooks({hook<DeviceSegmentEvent>([](RegistrationCache& c, const DeviceSegmentEvent& e) {
+                            c.on_map(e.address, e.bytes, e.device);
+                          }),
+                          hook<DeviceSegmentEvent>([](RegistrationCache& c, const DeviceSegmentEvent& e) {
+                            c.before_unmap(e.address, e.bytes);
+                          })});
   std::unique_lock lock(mutex_);
   device_pools_.push_back(&pool);
   return Status::ok;

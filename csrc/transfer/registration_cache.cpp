@@ -26,9 +26,15 @@ RegistrationCache::RegistrationCache(Registrar registrar, uint64_t max_region_by
     throw std::invalid_argument("RegistrationCache: the registrar needs register_region and deregister_region");
   }
   if (max_region_ == 0) throw std::invalid_argument("RegistrationCache: max_region_bytes must be at least 1");
+  gate_ = std::make_shared<HookGate>();
+  gate_->cache = this;
 }
 
 RegistrationCache::~RegistrationCache() {
+  {
+    std::unique_lock gate(gate_->mutex);  // waits for hook calls in flight
+    gate_->cache = nullptr;
+  }
   detach_all();
   std::unique_lock lock(mutex_);
   while (!chunks_.empty()) drop_chunk_locked(chunks_.begin());
@@ -51,21 +57,28 @@ void RegistrationCache::on_map(void* address, uint64_t bytes, int device, uint64
 }
 
 // Registers [start, start + bytes) as one chunk (lock held, no overlap).
+// All or nothing: on any failure every region made is deregistered again.
 void RegistrationCache::map_locked(uintptr_t start, uint64_t bytes, int device, uint64_t piece) {
   Chunk chunk{start + bytes, device, {}};
+  chunk.regions.reserve((bytes + piece - 1) / piece);
   try {
     for (uintptr_t at = start; at < start + bytes; at += piece) {
       const uint64_t n = std::min<uint64_t>(piece, start + bytes - at);
       const uint64_t handle = registrar_.register_region(reinterpret_cast<void*>(at), n, device);
       ++registrations_;
-      chunk.regions.push_back(add_region_locked(at, n, device, handle));
+      try {
+        chunk.regions.push_back(add_region_locked(at, n, device, handle));
+      } catch (...) {
+        ++deregistrations_;
+        registrar_.deregister_region(handle);
+        throw;
+      }
     }
+    chunks_.emplace(start, chunk);
   } catch (...) {
-    chunks_[start] = std::move(chunk);  // all or nothing: what was made goes again
-    drop_chunk_locked(chunks_.find(start));
+    drop_regions_locked(chunk.regions);
     throw;
   }
-  chunks_[start] = std::move(chunk);
 }
 
 size_t RegistrationCache::add_region_locked(uintptr_t address, uint64_t bytes, int device, uint64_t handle) {
@@ -81,11 +94,11 @@ size_t RegistrationCache::add_region_locked(uintptr_t address, uint64_t bytes, i
   return idx;
 }
 
-// Deregisters every region of the chunk and forgets it. A deregistration
-// that throws still leaves the region out of the books: the memory is
-// going, whatever the engine says.
-void RegistrationCache::drop_chunk_locked(std::map<uintptr_t, Chunk>::iterator it) {
-  for (const size_t idx : it->second.regions) {
+// Deregisters the regions and forgets them. A deregistration that throws
+// still leaves the region out of the books: the memory is going, whatever
+// the engine says.
+void RegistrationCache::drop_regions_locked(const std::vector<size_t>& regions) {
+  for (const size_t idx : regions) {
     const RegisteredRegion r = *regions_[idx];
     for_granules(reinterpret_cast<uintptr_t>(r.address), r.bytes, [&](uint64_t g) {
       auto& list = granules_[g];
@@ -100,6 +113,10 @@ void RegistrationCache::drop_chunk_locked(std::map<uintptr_t, Chunk>::iterator i
     } catch (...) {
     }
   }
+}
+
+void RegistrationCache::drop_chunk_locked(std::map<uintptr_t, Chunk>::iterator it) {
+  drop_regions_locked(it->second.regions);
   chunks_.erase(it);
 }
 

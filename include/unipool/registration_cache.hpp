@@ -83,14 +83,17 @@ class RegistrationCache {
   std::vector<RegisteredRegion> regions() const;  // by address
 
   // Registers what the pool has mapped now and follows it through its hooks
-  // (replacing any hooks the pool had) until this cache is destroyed or
-  // detach_all() is called. A registration that fails inside a hook cannot
-  // fail the pool's call: it is counted (hook_failures) with its message
-  // (last_hook_failure), and that chunk stays unregistered.
+  // until this cache is destroyed or detach_all() is called. A pool has one
+  // set of hooks: attaching replaces any it had (another cache's included),
+  // and the pool must outlive this cache or be detached first. A
+  // registration that fails inside a hook cannot fail the pool's call: it
+  // is counted (hook_failures) with its message (last_hook_failure), and
+  // that chunk stays unregistered.
   // HostPool: Status::bad_argument for a pool that pins nothing.
   Status attach(HostPool& pool);
-  // DevicePool: attach it before it maps anything (its hooks say what is
-  // mapped from then on); Status::bad_argument when it has mapped memory.
+  // DevicePool: attach it before it maps anything and before other threads
+  // use it (its hooks say what is mapped from then on);
+  // Status::bad_argument when it has mapped memory.
   Status attach(DevicePool& pool);
   // KVBlockPool: the arena at once, in regions of whole blocks; no hooks
   // (the arena lives as long as the pool, which must outlive this cache or
@@ -112,13 +115,26 @@ class RegistrationCache {
     std::vector<size_t> regions;  // indices into regions_
   };
 
+  // What the pools' hooks hold: the cache while it lives. The destructor
+  // clears `cache` under the lock, so it waits for hook calls in flight (a
+  // device pool calls its hooks with no lock of its own held) and later
+  // ones find nothing.
+  struct HookGate {
+    std::shared_mutex mutex;
+    RegistrationCache* cache = nullptr;
+  };
+  template <typename Event>
+  std::function<void(const Event&)> hook(void (*step)(RegistrationCache&, const Event&));
+
   void map_locked(uintptr_t address, uint64_t bytes, int device, uint64_t piece);
+  void drop_regions_locked(const std::vector<size_t>& regions);
   void drop_chunk_locked(std::map<uintptr_t, Chunk>::iterator it);
   size_t add_region_locked(uintptr_t address, uint64_t bytes, int device, uint64_t handle);
   void hook_failed(const char* what) noexcept;
 
   Registrar registrar_;
   const uint64_t max_region_;
+  std::shared_ptr<HookGate> gate_;
   mutable std::shared_mutex mutex_;
   std::vector<std::optional<RegisteredRegion>> regions_;
   std::vector<size_t> spare_;                                   // free slots of regions_

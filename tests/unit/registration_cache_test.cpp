@@ -7,9 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "device/device_test_support.hpp"
@@ -188,6 +191,32 @@ TEST(RegistrationCache, FollowsDeviceSegmentsAndExpandableRuns) {
     EXPECT_EQ(late.attach(*sim.pool), Status::bad_argument);
     cache.detach_all();
     for (void* p : {blocks[0], blocks[2], blocks[4]}) sim.pool->deallocate(p);
+  }
+}
+
+TEST(RegistrationCache, DestroyedWhileADevicePoolMapsOnAnotherThread) {
+  // A device pool calls its hooks with no lock held: the cache's destructor
+  // must wait for a call in flight, and later calls must find nothing.
+  for (int round = 0; round < 10; ++round) {
+    Engine engine;
+    SimPool sim(true);
+    auto cache = std::make_unique<RegistrationCache>(engine.registrar(), 8 * kMiB);
+    ASSERT_EQ(cache->attach(*sim.pool), Status::ok);
+    std::atomic<bool> stop{false};
+    std::thread churn([&] {
+      while (!stop.load()) {
+        sim.pool->deallocate(sim.pool->allocate(6 * kMiB, 0));
+        sim.pool->empty_cache();
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    cache.reset();
+    const uint64_t calls = engine.calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    stop = true;
+    churn.join();
+    EXPECT_TRUE(engine.live.empty());  // everything deregistered, nothing registered after
+    EXPECT_EQ(engine.calls, calls);
   }
 }
 

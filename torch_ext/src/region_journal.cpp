@@ -27,8 +27,9 @@ struct Event {
   uint64_t bytes;
 };
 
-// The events told since the last drain. A range mapped and unmapped whole
-// between two drains cancels out: Python never sees it.
+// The events told since the last drain. A range mapped and then unmapped
+// whole, with no event touching it in between, cancels out: Python never
+// sees it. Only the latest event overlapping the unmap can be its map.
 struct Journal {
   std::mutex mutex;
   std::vector<Event> events;
@@ -37,10 +38,14 @@ struct Journal {
     std::lock_guard lock(mutex);
     if (!e.mapped) {
       for (auto it = events.rbegin(); it != events.rend(); ++it) {
-        if (it->mapped && it->device == e.device && it->address == e.address && it->bytes == e.bytes) {
+        if (it->device != e.device || it->address >= e.address + e.bytes || e.address >= it->address + it->bytes) {
+          continue;
+        }
+        if (it->mapped && it->address == e.address && it->bytes == e.bytes) {
           events.erase(std::next(it).base());
           return;
         }
+        break;
       }
     }
     events.push_back(e);

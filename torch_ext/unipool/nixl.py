@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import json
 import numbers
+import threading
 import time
+from collections import deque
 from typing import Optional, Sequence, Union
 
 import numpy as np
@@ -151,12 +153,20 @@ class RegionCache:
         return done
 
     def before_unmap(self, address: int) -> None:
-        """Deregisters every region of the chunk that starts at `address`."""
+        """Deregisters every region of the chunk that starts at `address`
+        (all of them, even when NIXL refuses one: then the first refusal is
+        raised after)."""
         idxs = self._chunks.pop(int(address), None)
         if idxs is None:
             raise KeyError(f"RegionCache.before_unmap: no chunk registered at {int(address):#x}")
+        refused = None
         for idx in idxs:
-            self._deregister(idx)
+            try:
+                self._deregister(idx)
+            except NixlError as e:
+                refused = refused or e
+        if refused is not None:
+            raise refused
 
     def locate(self, address: int) -> tuple[int, int]:
         """(region index, offset in it) of the byte at `address`; KeyError
@@ -232,10 +242,14 @@ def _paired(local: np.ndarray, remote: np.ndarray) -> tuple[np.ndarray, np.ndarr
     of their boundaries, so that row i of each has the same length and lies
     in one registered region of its side."""
     lc, rc = np.cumsum(local[:, 1]), np.cumsum(remote[:, 1])
-    if lc.size == 0 or rc.size == 0 or lc[-1] != rc[-1]:
-        raise ValueError(f"unipool.nixl: the local side has {int(lc[-1]) if lc.size else 0} bytes and the remote "
-                         f"side {int(rc[-1]) if rc.size else 0}: a transfer moves the same bytes on both")
+    lbytes, rbytes = (int(lc[-1]) if lc.size else 0), (int(rc[-1]) if rc.size else 0)
+    if lbytes == 0:
+        raise ValueError("unipool.nixl: nothing to transfer (no bytes on the local side)")
+    if lbytes != rbytes:
+        raise ValueError(f"unipool.nixl: the local side has {lbytes} bytes and the remote side {rbytes}: "
+                         f"a transfer moves the same bytes on both")
     ends = np.union1d(lc, rc)
+    ends = ends[ends > 0]  # a zero-length row first would make a zero-length piece
     starts = np.concatenate((np.zeros(1, dtype=np.uint64), ends[:-1]))
     out = []
     for pieces, cum in ((local, lc), (remote, rc)):
@@ -277,6 +291,7 @@ class _PoolAgent:
         self.cache = RegionCache(self.agent, mem_type=mem_type, max_region_bytes=max_region_bytes)
         self.peers: set[str] = set()
         self._backlog: list = []  # events a failed sync() did not apply yet
+        self._sync_lock = threading.Lock()
         self._attach, self._detach = getattr(_C, f"_{self._kind}_region_journal"), getattr(_C, f"_{self._kind}_region_detach")
         self._journal = self._attach()  # ValueError: nothing to report, or an agent attached already
         try:
@@ -288,36 +303,43 @@ class _PoolAgent:
     def sync(self) -> int:
         """Registers the memory the pools mapped and deregisters what they
         unmapped since the last call; returns how many chunks were
-        registered. On a NIXL failure the events not applied yet are kept
-        for next time."""
-        events, self._backlog = self._backlog + self._journal.drain(), []
-        made = 0
-        for k, (mapped, address, nbytes, device) in enumerate(events):
-            try:
-                if mapped:
-                    self.cache.on_map(address, nbytes, device)
-                    made += 1
-                else:
-                    made += self._unmapped(address, nbytes)
-            except NixlError:
-                self._backlog = events[k:]
-                raise
-        return made
+        registered. On a failure the events not applied yet are kept for
+        next time (what stays mapped of a chunk cut by an unmap included)."""
+        with self._sync_lock:  # NIXL calls let the GIL go: two threads must not interleave batches
+            pending = deque(self._backlog + self._journal.drain())
+            self._backlog = []
+            made = 0
+            while pending:
+                event = pending.popleft()
+                mapped, address, nbytes, device = event
+                try:
+                    if mapped:
+                        self.cache.on_map(address, nbytes, device)
+                        made += 1
+                    else:
+                        leftovers, refused = self._unmapped(address, nbytes)
+                        pending.extendleft(reversed(leftovers))
+                        if refused is not None:
+                            raise refused
+                except BaseException:
+                    self._backlog = ([event] if mapped else []) + list(pending)
+                    raise
+            return made
 
-    def _unmapped(self, address: int, nbytes: int) -> int:
-        # Deregisters the chunks [address, +nbytes) touches; what of them
-        # stays mapped (the device pools give granules back in runs of their
-        # own) is registered again. Returns how many chunks that made.
-        made = 0
+    def _unmapped(self, address: int, nbytes: int) -> tuple[list, Optional[NixlError]]:
+        # Deregisters the chunks [address, +nbytes) touches. Returns what of
+        # them stays mapped (the device pools give granules back in runs of
+        # their own), as map events to apply next, and NIXL's first refusal.
+        leftovers, refused = [], None
         for start in [c for c in self.cache._chunks if self._chunk_overlaps(c, address, nbytes)]:
             end = max(self.cache.regions[i][0] + self.cache.regions[i][1] for i in self.cache._chunks[start])
             device = self.cache.regions[self.cache._chunks[start][0]][2]
-            self.cache.before_unmap(start)
-            for lo, hi in ((start, address), (address + nbytes, end)):
-                if lo < hi:
-                    self.cache.on_map(lo, hi - lo, device)
-                    made += 1
-        return made
+            leftovers += [(True, lo, hi - lo, device) for lo, hi in ((start, address), (address + nbytes, end)) if lo < hi]
+            try:
+                self.cache.before_unmap(start)
+            except NixlError as e:
+                refused = refused or e
+        return leftovers, refused
 
     def _chunk_overlaps(self, start: int, address: int, nbytes: int) -> bool:
         return any(s < address + nbytes and address < s + n for s, n, _ in
