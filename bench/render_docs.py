@@ -17,7 +17,7 @@ Results read (missing ones leave their sections as they are, with a note):
                                                docs/device_bench.png
   kv_offload.json                              docs/benchmarks.md, docs/kv_offload.md
   model_live.json                              docs/benchmarks.md
-  transfer.json                                docs/transfer.md
+  transfer.json                                docs/transfer.md, docs/benchmarks.md
   host*.json, host.txt (stdout)                docs/benchmarks.md, docs/host_benchmarks.md,
                                                docs/host_*.png (host.json; every
                                                host*.json is a run for the ranges)
@@ -497,6 +497,25 @@ def transfer_results(d: dict) -> str:
             f"{ds['nixl_make_prepped_xfer_us']:.1f} us.\n\n{xfer}")
 
 
+def transfer_targets(d: dict) -> str:
+    """docs/benchmarks.md: the transfer targets, measured."""
+    g, t = d["registration"], d["targets"]
+    big = [c for c in d["transfers"] if c["block_bytes"] >= 256 * 1024 and c["batch"] > 1]
+    missed = [f"{c['block_bytes'] // 1024} KiB x{c['batch']} {100 * c['ratio_hot']:.0f}%" for c in big
+              if c["ratio_hot"] < 0.5]
+    rows = [
+        ["registrations per chunk (1,024 blocks)", f"{t['registrations_per_chunk']} "
+         f"({g['per_chunk_s'] * 1e3:.2f} ms; one per tensor: {g['per_tensor_registrations']}, "
+         f"{g['per_tensor_s'] * 1e3:.1f} ms)"],
+        ["registrations after warm-up", str(t["registrations_after_warmup"])],
+        ["descriptors for 256 blocks", f"{t['descriptors_256_us']:.1f} us"],
+        ["batched >= 256 KiB, cold: NIXL / memcpy", f"{100 * t['min_ratio_batched_256k_plus_cold']:.0f}% at least"],
+        ["batched >= 256 KiB, hot: NIXL / memcpy", f"{100 * t['min_ratio_batched_256k_plus_hot']:.0f}% at least"
+         + (f" (under 50%: {', '.join(missed)})" if missed else "")],
+    ]
+    return md_table(["target", "measured"], "ll", rows)
+
+
 def sections(results: str) -> dict[str, dict[str, str]]:
     """Page -> marker name -> generated text, for the results present."""
     def path(name: str) -> str:
@@ -530,7 +549,8 @@ def sections(results: str) -> dict[str, dict[str, str]]:
     if os.path.exists(path("host.txt")):
         host["host:results"] = host_results(text("host.txt"))
     if os.path.exists(path("transfer.json")):
-        transfer["transfer:results"] = transfer_results(load(path("transfer.json")))
+        d = load(path("transfer.json"))
+        transfer["transfer:results"], bench["transfer:targets"] = transfer_results(d), transfer_targets(d)
     if os.path.exists(path("memory_history.json")):
         torch_page["memory_history:cost"] = history_cost(load(path("memory_history.json")))
     if os.path.exists(path("sleep_wake.json")):
