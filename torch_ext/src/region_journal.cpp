@@ -6,7 +6,6 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <iterator>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -15,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "unipool/registration_cache.hpp"
 #include "unipool_torch.hpp"
 
 namespace unipool::torch_ext {
@@ -97,37 +97,23 @@ void detach_host(const std::shared_ptr<Journal>& journal) {
 
 // ---- device: a book of mapped ranges, kept from the pools' creation -----
 
-// Disjoint mapped ranges per device, exactly as the hooks told them: an
-// unmap may take part of a range (expandable segments give granules back
-// in runs of their own), which leaves the rest.
+// The mapped ranges exactly as the hooks told them: a RegistrationCache
+// whose registrar registers nothing keeps them, partial unmaps included
+// (expandable segments give granules back in runs of their own).
 struct DeviceBook {
   std::mutex mutex;
-  std::map<std::pair<int, uintptr_t>, uint64_t> live;
+  RegistrationCache live{Registrar{[](void*, uint64_t, int) { return uint64_t{0}; }, [](uint64_t) {}}};
   std::shared_ptr<Journal> journal;
 
   void mapped(const DeviceSegmentEvent& e) {
-    const auto address = reinterpret_cast<uintptr_t>(e.address);
     std::lock_guard lock(mutex);
-    live[{e.device, address}] = e.bytes;
-    if (journal) journal->push({true, e.device, address, e.bytes});
+    live.on_map(e.address, e.bytes, e.device);
+    if (journal) journal->push({true, e.device, reinterpret_cast<uintptr_t>(e.address), e.bytes});
   }
   void unmapping(const DeviceSegmentEvent& e) {
-    const auto from = reinterpret_cast<uintptr_t>(e.address);
-    const uintptr_t to = from + e.bytes;
     std::lock_guard lock(mutex);
-    auto it = live.lower_bound({e.device, from});
-    if (it != live.begin() && std::prev(it)->first.first == e.device) --it;  // a range that starts before
-    while (it != live.end() && it->first.first == e.device && it->first.second < to) {
-      const uintptr_t start = it->first.second, end = start + it->second;
-      if (end <= from) {
-        ++it;
-        continue;
-      }
-      it = live.erase(it);
-      if (start < from) live[{e.device, start}] = from - start;
-      if (end > to) live[{e.device, to}] = end - to;
-    }
-    if (journal) journal->push({false, e.device, from, e.bytes});
+    live.before_unmap(e.address, e.bytes);
+    if (journal) journal->push({false, e.device, reinterpret_cast<uintptr_t>(e.address), e.bytes});
   }
 };
 
@@ -144,7 +130,9 @@ std::shared_ptr<Journal> attach_device() {
         "unipool: the device pools already report their segments to an attached agent; close() it first");
   }
   book.journal = std::make_shared<Journal>();
-  for (const auto& [key, bytes] : book.live) book.journal->push({true, key.first, key.second, bytes});
+  for (const RegisteredRegion& r : book.live.regions()) {
+    book.journal->push({true, r.device, reinterpret_cast<uintptr_t>(r.address), r.bytes});
+  }
   return book.journal;
 }
 
