@@ -12,8 +12,9 @@
   run_under_preload.py warn --lib L --expect TEXT -- CMD...
       Runs CMD with the face preloaded; it must exit 0 and print TEXT (and
       the face's prefix) on stderr: a refusal the face reports and survives.
-  run_under_preload.py maps --lib L
-      The face really is mapped into a preloaded process.
+  run_under_preload.py maps --lib L [--present NAME] [--absent NAME]
+      The face really is mapped into a preloaded process (and NAME is, or
+      is not, mapped beside it).
   --env KEY=VALUE (any mode, repeatable) sets a variable for the program,
   e.g. UNIPOOL_HOST_CONF=thread_cache=none.
   --rlimit-as BYTES (any mode) runs the program (both runs) under that
@@ -127,7 +128,13 @@ def maps(args):
     name = os.path.basename(args.lib)
     if face.returncode != 0 or name not in face.stdout:
         return fail(f"{name} not mapped in a preloaded process", face)
-    print(f"{name} is mapped in a preloaded process")
+    for library in args.present:
+        if library not in face.stdout:
+            return fail(f"{library} not mapped in a preloaded process", face)
+    for library in args.absent:
+        if library in face.stdout:
+            return fail(f"{library} mapped in a preloaded process", face)
+    print(f"{name} is mapped in a preloaded process; present: {args.present}, absent: {args.absent}")
     return 0
 
 
@@ -139,6 +146,10 @@ def main():
     p.add_argument("--input-lines", type=int, default=0)
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                    help="set in the program's environment (both runs)")
+    p.add_argument("--present", action="append", default=[], metavar="NAME",
+                   help="maps: a library that must be mapped too (repeatable)")
+    p.add_argument("--absent", action="append", default=[], metavar="NAME",
+                   help="maps: a library that must not be mapped (repeatable)")
     p.add_argument("--rlimit-as", default=None, metavar="BYTES",
                    help="the program's address-space limit (RLIMIT_AS), e.g. 8G")
     argv = sys.argv[1:]

@@ -6,11 +6,7 @@
 namespace unipool::backend::cuda {
 
 BackendStatus runtime_status(cudaError_t err) noexcept {
-  if (err == cudaSuccess) return BackendStatus::success();
-  // The failed call left `err` pending on this thread; we report it here.
-  (void)cudaGetLastError();
-  const auto code = err == cudaErrorMemoryAllocation ? BackendStatus::out_of_memory : BackendStatus::error;
-  return BackendStatus{code, static_cast<int>(err), cudaGetErrorString(err)};
+  return runtime_status(err, RuntimeErrorCalls{&cudaGetLastError, &cudaGetErrorString});
 }
 
 BackendStatus driver_status(CUresult res, DriverErrorString describe) noexcept {

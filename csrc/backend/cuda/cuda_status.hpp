@@ -20,6 +20,21 @@ namespace unipool::backend::cuda {
 // cudaSuccess -> ok. Clears the pending runtime error when `err` failed.
 BackendStatus runtime_status(cudaError_t err) noexcept;
 
+// The same for a runtime opened with dlopen (the host pinner): how to clear
+// and describe the error are passed in. Inline, so that code using only this
+// form links no CUDA runtime symbol.
+struct RuntimeErrorCalls {
+  cudaError_t (*clear)();                // cudaGetLastError
+  const char* (*describe)(cudaError_t);  // cudaGetErrorString
+};
+inline BackendStatus runtime_status(cudaError_t err, RuntimeErrorCalls calls) noexcept {
+  if (err == cudaSuccess) return BackendStatus::success();
+  // The failed call left `err` pending on this thread; we report it here.
+  (void)calls.clear();
+  const auto code = err == cudaErrorMemoryAllocation ? BackendStatus::out_of_memory : BackendStatus::error;
+  return BackendStatus{code, static_cast<int>(err), calls.describe(err)};
+}
+
 // A driver result, described with `describe` (cuGetErrorString when the
 // driver API was resolved, else null for a generic text).
 // CUDA_ERROR_OUT_OF_MEMORY -> out_of_memory, anything else -> error.
