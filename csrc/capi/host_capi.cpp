@@ -111,6 +111,12 @@ unipool_status_t unipool_host_alloc_zeroed(unipool_host_pool_t* pool, size_t siz
   return hand_out(pool_of(pool)->allocate_zeroed(size), out);
 }
 
+unipool_status_t unipool_host_realloc(unipool_host_pool_t* pool, void* ptr, size_t size, void** out) {
+  if (out == nullptr) return null_out("unipool_host_realloc");
+  if (pool == nullptr) return *out = nullptr, null_pool();
+  return hand_out(pool_of(pool)->reallocate(ptr, size), out);
+}
+
 unipool_status_t unipool_host_free(unipool_host_pool_t* pool, void* ptr) {
   if (pool == nullptr) return null_pool();
   return report(pool_of(pool)->deallocate(ptr));

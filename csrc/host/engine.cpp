@@ -261,6 +261,28 @@ void* Engine::allocate_zeroed(size_t size) noexcept {
   return p;
 }
 
+// A block that still fits, wasting at most half of it, stays; a huge block
+// is resized by the kernel where it can be (resize_huge); anything else
+// moves: a new block, the bytes copied, the old one freed.
+void* Engine::reallocate(void* p, size_t size) noexcept {
+  if (p == nullptr) return allocate(size);
+  const size_t usable = usable_size(p);
+  if (usable == 0) {
+    misuse("reallocate of a pointer that is not a live block of this pool (foreign, interior or freed)", p);
+    return nullptr;
+  }
+  if (size == 0) return allocate(size);  // refused, and says why; p stays
+  if (locate(p).kind == Kind::huge) {
+    if (void* resized = resize_huge(p, size)) return resized;
+  }
+  if (size <= usable && size >= usable / 2) return p;
+  void* moved = allocate(size);
+  if (moved == nullptr) return nullptr;
+  std::memcpy(moved, p, size < usable ? size : usable);
+  free(p);
+  return moved;
+}
+
 Status Engine::free_slow(void* p) noexcept {
   if (p == nullptr) return Status::ok;
   if (deferred_count_.load(std::memory_order_relaxed) != 0 && is_deferred(p)) {

@@ -137,6 +137,8 @@ class Engine {
   void* allocate_zeroed(size_t size) noexcept;
   Status free_slow(void* p) noexcept;
   Status free_after(void* p, FenceSource& source, FenceId fence) noexcept;
+  // HostPool::reallocate: nullptr with the reason set, p still live.
+  void* reallocate(void* p, size_t size) noexcept;
   size_t collect_deferred() noexcept;
   size_t usable_size(const void* p) const noexcept;
   bool is_pinned(const void* p) const noexcept;
@@ -269,6 +271,7 @@ class Engine {
   bool map_new_huge(size_t size, uint64_t bytes, uint64_t align, HugeEntry* e) noexcept;
   bool pin_huge(HugeEntry* e) noexcept;
   Status free_huge(void* p) noexcept;
+  void* resize_huge(void* p, size_t size) noexcept;  // nullptr: copy instead
   void unmap_huge(char* base, uint64_t bytes, bool pinned) noexcept;
   // A new committed mapping of `bytes` (for a request of `size`), counted;
   // nullptr, with the reason set, when the limit or the OS refuses.

@@ -218,6 +218,40 @@ Status Engine::free_huge(void* p) noexcept {
   return Status::ok;
 }
 
+// realloc of a huge block: mremap moves its page tables, not its bytes, and
+// a shrink gives the tail back. nullptr, the block unchanged, when it cannot
+// be done so and the caller copies:
+//   - pinned: the registration covers the old range and cannot follow it;
+//   - hugetlb pages, which mremap cannot grow;
+//   - growth under a limit (the headroom check and the count are one step
+//     only on the allocation path);
+//   - the kernel refuses (no memory to account the growth).
+// The lock is held across mremap so the entry is re-keyed in one step.
+void* Engine::resize_huge(void* p, size_t size) noexcept {
+  if (config_.huge_pages == HostHugePages::hugetlb) return nullptr;
+  const uint64_t bytes = round_up(size, backend::os::page_size());
+  LockGuard lock(huge_lock_);
+  if (!huge_.reserve_one()) return nullptr;
+  HugeEntry* e = huge_.find(reinterpret_cast<uintptr_t>(p));
+  if (e == nullptr || e->pinned || e->internal || (bytes > e->map_bytes && config_.limit != 0)) return nullptr;
+  HugeEntry entry = *e;
+  if (bytes != entry.map_bytes) {
+    void* moved = backend::os::resize(p, entry.map_bytes, bytes);
+    if (moved == nullptr) return nullptr;
+    const int64_t delta = static_cast<int64_t>(bytes) - static_cast<int64_t>(entry.map_bytes);
+    committed_.add(delta);
+    allocated_.add(delta);
+    if (entry.pin_failed) pageable_bytes_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
+    entry.ptr = reinterpret_cast<uintptr_t>(moved);
+    entry.map_bytes = bytes;
+  }
+  requested_.add(static_cast<int64_t>(size) - static_cast<int64_t>(entry.requested));
+  entry.requested = size;
+  huge_.erase(e);
+  huge_.insert(entry);  // cannot fail: reserve_one() made room
+  return reinterpret_cast<void*>(entry.ptr);
+}
+
 void Engine::drop_huge_cache() noexcept {
   CachedMapping dropped[kMaxHugeCache];
   uint32_t n = 0;

@@ -66,6 +66,20 @@ HostAllocation HostPool::allocate(size_t size, size_t alignment) noexcept {
 HostAllocation HostPool::allocate_zeroed(size_t size) noexcept {
   return recorded(*engine_, engine_->allocate_zeroed(size), size);
 }
+// With history on, a reallocation is an allocation and a free in the
+// history's order (a huge block moved by the kernel would free its old
+// address before it could be recorded), so it always moves.
+HostAllocation HostPool::reallocate(void* p, size_t size) noexcept {
+  if (p == nullptr) return allocate(size);
+  if (UNIPOOL_LIKELY(!engine_->history().on())) return result(engine_->reallocate(p, size));
+  const size_t usable = engine_->usable_size(p);
+  if (usable == 0 || size == 0) return result(engine_->reallocate(p, size));  // refused, and says why
+  const HostAllocation moved = allocate(size);
+  if (moved.ptr == nullptr) return moved;
+  std::memcpy(moved.ptr, p, size < usable ? size : usable);
+  deallocate(p);
+  return moved;
+}
 Status HostPool::deallocate(void* p) noexcept {
   if (UNIPOOL_UNLIKELY(engine_->history().on())) record_free(*engine_, p);
   return engine_->free(p);

@@ -26,12 +26,18 @@ class PtrTable {
   }
   const Entry* find(uintptr_t ptr) const noexcept { return const_cast<PtrTable*>(this)->find(ptr); }
 
+  // Room for one more entry, so that an erase followed by an insert cannot
+  // fail (an entry re-keyed in place). false when the table could not grow
+  // (no memory). Entry pointers from find() are stale after a true return.
+  bool reserve_one() noexcept {
+    if ((live_ + erased_ + 1) * 2 <= capacity_) return true;
+    const uint64_t want = (live_ + 1) * 4 > capacity_ ? (capacity_ == 0 ? 64 : capacity_ * 2) : capacity_;
+    return rehash(want);
+  }
+
   // false when the table could not grow (no memory).
   bool insert(const Entry& entry) noexcept {
-    if ((live_ + erased_ + 1) * 2 > capacity_) {
-      const uint64_t want = (live_ + 1) * 4 > capacity_ ? (capacity_ == 0 ? 64 : capacity_ * 2) : capacity_;
-      if (!rehash(want)) return false;
-    }
+    if (!reserve_one()) return false;
     for (uint64_t i = index(entry.ptr);; i = (i + 1) & (capacity_ - 1)) {
       if (slots_[i].ptr <= 1) {
         if (slots_[i].ptr == 1) --erased_;

@@ -31,15 +31,22 @@ void* reallocate(void* block, size_t size, const char* call) noexcept {
     release(block, call);
     return nullptr;
   }
-  const size_t usable = usable_size(block);
-  if (usable == 0) report_bad_free(call, block);
-  // Keep the block when the new size fits and wastes at most half of it.
-  if (size <= usable && size >= usable / 2 && !BootstrapArena::contains(block)) return block;
-  void* moved = allocate(size);
-  if (moved == nullptr) return nullptr;  // the old block stays valid
-  std::memcpy(moved, block, size < usable ? size : usable);
-  release(block, call);
-  return moved;
+  if (BootstrapArena::contains(block)) {  // never reused: always moves
+    void* moved = allocate(size);
+    if (moved == nullptr) return nullptr;
+    const size_t usable = BootstrapArena::size_of(block);
+    std::memcpy(moved, block, size < usable ? size : usable);
+    return moved;
+  }
+  HostPool* p = existing_pool();
+  if (p == nullptr) report_bad_free(call, block);
+  // The pool keeps a block that still fits and remaps a big one (as glibc
+  // does with mremap) instead of copying it.
+  const HostAllocation a = p->reallocate(block, size);
+  if (a.ptr != nullptr) return a.ptr;
+  if (a.status == Status::not_live) report_bad_free(call, block);
+  allocation_failed(p, a.status);
+  return nullptr;  // the old block stays valid
 }
 
 }  // namespace unipool::malloc_face

@@ -235,6 +235,24 @@ std::vector<Case> host_alloc_cases() {
          EXPECT_EQ(unipool_host_alloc_zeroed(e.host, kHuge, &p), UNIPOOL_TOO_LARGE);
          EXPECT_EQ(p, nullptr);
        }},
+      {"unipool_host_realloc",
+       "a NULL pool or out pointer, foreign, interior and freed pointers, zero and "
+       "SIZE_MAX bytes: refused, the block still live",
+       [](Env& e) {
+         auto* block = static_cast<char*>(host_block(e, 4096));
+         void* p = reinterpret_cast<void*>(0x1);
+         EXPECT_REFUSED(unipool_host_realloc(nullptr, block, 10, &p), UNIPOOL_BAD_ARGUMENT, "NULL");
+         EXPECT_EQ(p, nullptr);
+         EXPECT_REFUSED(unipool_host_realloc(e.host, block, 10, nullptr), UNIPOOL_BAD_ARGUMENT, "out is NULL");
+         EXPECT_REFUSED(unipool_host_realloc(e.host, e.foreign(), 10, &p), UNIPOOL_NOT_LIVE, "not a live block");
+         EXPECT_REFUSED(unipool_host_realloc(e.host, block + 64, 10, &p), UNIPOOL_NOT_LIVE, "not a live block");
+         EXPECT_REFUSED(unipool_host_realloc(e.host, block, 0, &p), UNIPOOL_ZERO_SIZE, "0 bytes");
+         EXPECT_EQ(unipool_host_realloc(e.host, block, kHuge, &p), UNIPOOL_TOO_LARGE);
+         EXPECT_EQ(p, nullptr);
+         EXPECT_EQ(unipool_host_usable_size(e.host, block), 4096u);
+         EXPECT_EQ(unipool_host_free(e.host, block), UNIPOOL_OK);
+         EXPECT_REFUSED(unipool_host_realloc(e.host, block, 10, &p), UNIPOOL_NOT_LIVE, "not a live block");
+       }},
   };
 }
 

@@ -130,6 +130,35 @@ TEST(HostCapi, AllocateZeroedClearsReusedMemory) {
   unipool_host_destroy(pool);
 }
 
+TEST(HostCapi, ReallocKeepsTheBytesAndRefusesClearly) {
+  unipool_host_pool_t* pool = nullptr;
+  ASSERT_EQ(unipool_host_create("reserve=1GiB,huge_threshold=8MiB", &pool), UNIPOOL_OK);
+  void* p = alloc(pool, 100);
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 0x3C, 100);
+  // Through every size path: small, middle, large, huge, a bigger huge one.
+  for (size_t size : {size_t{3000}, size_t{20000}, size_t{300000}, size_t{9} << 20, size_t{40} << 20}) {
+    void* q = nullptr;
+    ASSERT_EQ(unipool_host_realloc(pool, p, size, &q), UNIPOOL_OK) << size << ": " << unipool_last_error();
+    const auto* b = static_cast<const unsigned char*>(q);
+    for (size_t i = 0; i < 100; ++i) ASSERT_EQ(b[i], 0x3C) << size;
+    EXPECT_GE(unipool_host_usable_size(pool, q), size);
+    p = q;
+  }
+  void* q = reinterpret_cast<void*>(0x1);
+  int local = 0;
+  EXPECT_EQ(unipool_host_realloc(pool, &local, 10, &q), UNIPOOL_NOT_LIVE);
+  EXPECT_EQ(q, nullptr);
+  EXPECT_NE(std::string(unipool_last_error()).find("reallocate"), std::string::npos) << unipool_last_error();
+  EXPECT_EQ(unipool_host_realloc(pool, p, 0, &q), UNIPOOL_ZERO_SIZE);
+  EXPECT_EQ(unipool_host_realloc(nullptr, p, 10, &q), UNIPOOL_BAD_ARGUMENT);
+  EXPECT_EQ(unipool_host_realloc(pool, p, 10, nullptr), UNIPOOL_BAD_ARGUMENT);
+  EXPECT_GE(unipool_host_usable_size(pool, p), size_t{40} << 20);  // still live
+  EXPECT_EQ(unipool_host_free(pool, p), UNIPOOL_OK);
+  EXPECT_EQ(unipool_host_validate(pool), UNIPOOL_OK) << unipool_last_error();
+  unipool_host_destroy(pool);
+}
+
 TEST(HostCapi, ConfigErrorsNameTheKey) {
   unipool_host_pool_t* pool = reinterpret_cast<unipool_host_pool_t*>(0x1);
   EXPECT_EQ(unipool_host_create("thread_cache=sometimes", &pool), UNIPOOL_BAD_ARGUMENT);

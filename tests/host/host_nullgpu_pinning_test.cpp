@@ -109,6 +109,25 @@ TEST_F(HostNullGpu, NoDriverMeansPageableAndSaysSo) {
   pool.deallocate(p);
 }
 
+// A pinned huge block cannot follow mremap (its registration covers the old
+// range): realloc moves it into new pinned memory and unpins the old one.
+TEST_F(HostNullGpu, PinnedHugeBlockReallocatesIntoPinnedMemory) {
+  HostPool pool(conf("pinned=on,huge_cache=0"));
+  auto* p = static_cast<unsigned char*>(pool.allocate(size_t{20} << 20).ptr);
+  ASSERT_NE(p, nullptr) << HostPool::last_error();
+  for (size_t i = 0; i < (size_t{20} << 20); i += 4096) p[i] = static_cast<unsigned char>(i >> 12);
+  const HostAllocation r = pool.reallocate(p, size_t{40} << 20);
+  ASSERT_NE(r, nullptr) << HostPool::last_error();
+  EXPECT_NE(r.ptr, p);
+  EXPECT_TRUE(pool.is_pinned(r.ptr));
+  const auto* q = static_cast<const unsigned char*>(r.ptr);
+  for (size_t i = 0; i < (size_t{20} << 20); i += 4096) ASSERT_EQ(q[i], static_cast<unsigned char>(i >> 12)) << i;
+  EXPECT_EQ(pool.stats().pinned_bytes, nullgpu::pinned_bytes());  // the old block's pieces are unpinned
+  for (const nullgpu::HostRange& r2 : nullgpu::registered_ranges()) EXPECT_LE(r2.bytes, uint64_t{8} << 20);
+  EXPECT_EQ(pool.deallocate(r.ptr), Status::ok);
+  EXPECT_VALID(pool);
+}
+
 // ---- pin_thread=on ---------------------------------------------------------------
 
 using test::kMiB;

@@ -94,6 +94,11 @@ bool uncommit(void* p, uint64_t bytes) noexcept {
 
 bool release(void* p, uint64_t bytes) noexcept { return munmap(p, bytes) == 0; }
 
+void* resize(void* p, uint64_t old_bytes, uint64_t new_bytes) noexcept {
+  void* q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
+  return q == MAP_FAILED ? nullptr : q;
+}
+
 int bind_to_node(void* p, uint64_t bytes, int node) noexcept {
   if (node < 0 || static_cast<unsigned>(node) >= kMaxNumaNodes) return EINVAL;
   unsigned long mask[kMaxNumaNodes / (8 * sizeof(unsigned long))] = {};

@@ -55,6 +55,11 @@ bool decommit(void* p, uint64_t bytes) noexcept;
 bool uncommit(void* p, uint64_t bytes) noexcept;
 // Returns the range to the OS.
 bool release(void* p, uint64_t bytes) noexcept;
+// Grows or shrinks the committed mapping [p, p + old_bytes) to new_bytes
+// (mremap): the kernel moves page tables, not bytes, and the mapping may
+// move. Returns its start, or nullptr (the mapping unchanged) when the kernel
+// refuses (no memory to account the growth, no room). Not for hugetlb pages.
+void* resize(void* p, uint64_t old_bytes, uint64_t new_bytes) noexcept;
 // Binds [p, p + bytes) to `node` (MPOL_BIND). Returns 0 or an errno.
 int bind_to_node(void* p, uint64_t bytes, int node) noexcept;
 // Writes one byte per page so that the pages are faulted in now.
