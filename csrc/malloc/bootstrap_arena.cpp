@@ -32,6 +32,13 @@ void* BootstrapArena::allocate(size_t size, size_t alignment) noexcept {
   }
 }
 
+bool BootstrapArena::fits_startup_share(size_t size) noexcept {
+  // Alignments above 4 KiB are rare this early; a request that needs more
+  // than the share left simply builds the pool.
+  constexpr size_t kSlack = kHeader + 4096;
+  return size <= kStartupShare && g_used.load(std::memory_order_relaxed) + size + kSlack <= kStartupShare;
+}
+
 size_t BootstrapArena::size_of(const void* p) noexcept { return static_cast<const size_t*>(p)[-1]; }
 
 }  // namespace unipool::malloc_face

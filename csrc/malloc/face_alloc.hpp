@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include "malloc/bootstrap_arena.hpp"
@@ -26,7 +27,7 @@ inline constexpr size_t kNaturalAlignment = 16;
 // `limit` was the reason (out of line: only failures pay for it).
 void allocation_failed(HostPool* pool, Status why) noexcept;
 
-// Before the pool exists (the loader's own allocations): the bootstrap arena.
+// Before the pool exists (see face_pool.hpp): the bootstrap arena.
 inline void* bootstrap_allocate(size_t size, size_t alignment) noexcept {
   void* block = BootstrapArena::allocate(size, alignment);
   if (block == nullptr) errno = ENOMEM;
@@ -35,7 +36,7 @@ inline void* bootstrap_allocate(size_t size, size_t alignment) noexcept {
 
 inline void* allocate(size_t size) noexcept {
   if (size == 0) size = 1;
-  HostPool* p = pool();
+  HostPool* p = pool(size);
   if (p == nullptr) return bootstrap_allocate(size, kNaturalAlignment);
   const HostAllocation a = p->allocate(size);
   if (a.ptr == nullptr) allocation_failed(p, a.status);
@@ -46,7 +47,8 @@ inline void* allocate(size_t size) noexcept {
 inline void* allocate_aligned(size_t alignment, size_t size) noexcept {
   if (alignment <= kNaturalAlignment) return allocate(size);
   if (size == 0) size = 1;
-  HostPool* p = pool();
+  // The alignment's padding counts against the bootstrap arena's share.
+  HostPool* p = pool(size < SIZE_MAX - alignment ? size + alignment : SIZE_MAX);
   if (p == nullptr) return bootstrap_allocate(size, alignment);
   const HostAllocation a = p->allocate(size, alignment);
   if (a.ptr == nullptr) allocation_failed(p, a.status);
@@ -56,7 +58,7 @@ inline void* allocate_aligned(size_t alignment, size_t size) noexcept {
 // calloc: the pool clears only memory that may hold old data.
 inline void* allocate_zeroed(size_t size) noexcept {
   if (size == 0) size = 1;
-  HostPool* p = pool();
+  HostPool* p = pool(size);
   if (p == nullptr) {
     void* block = bootstrap_allocate(size, kNaturalAlignment);
     if (block != nullptr) std::memset(block, 0, size);

@@ -1,6 +1,9 @@
 #include "malloc/face_pool.hpp"
 
+#include <cstdlib>
+
 #include "host/errors.hpp"
+#include "malloc/bootstrap_arena.hpp"
 #include "malloc/fatal.hpp"
 
 namespace unipool::malloc_face {
@@ -16,10 +19,27 @@ namespace {
 // follow its link. glibc aborts on its own heap checks, and a free cannot
 // return an error: so does the face, naming the block.
 void on_heap_corruption(const char* message) noexcept { fatal(message); }
+
+// A bad UNIPOOL_HOST_CONF stops the program at its first allocation, whether
+// or not the bootstrap arena serves it and the pool is built later.
+std::atomic<bool> g_config_checked{false};
+
+void check_config_once() noexcept {
+  if (g_config_checked.load(std::memory_order_acquire)) return;
+  t_building = true;  // what parsing allocates comes from the bootstrap arena
+  HostPoolConfig config;
+  char error[256] = "";
+  const Status s = parse_host_config(std::getenv("UNIPOOL_HOST_CONF"), &config, error, sizeof(error));
+  t_building = false;
+  if (s != Status::ok) fatal("cannot build the default host pool: ", error);
+  g_config_checked.store(true, std::memory_order_release);
+}
 }  // namespace
 
-HostPool* pool_slow() noexcept {
+HostPool* pool_slow(size_t size) noexcept {
   if (t_building) return nullptr;
+  check_config_once();
+  if (BootstrapArena::fits_startup_share(size)) return nullptr;
   t_building = true;
   host::set_corruption_handler(&on_heap_corruption);
   // A function-local static inside: other threads wait for this one.

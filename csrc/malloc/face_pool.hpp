@@ -1,10 +1,15 @@
 // unipool malloc face: which pool serves malloc, and getting it safely.
 //
 // Every call goes to HostPool::default_pool_nothrow(), configured from
-// UNIPOOL_HOST_CONF. The pointer is cached in a global after the first call,
-// so the hot path is one load and a test. While the calling thread is
-// building the pool, its allocations come from the BootstrapArena instead
-// (building the pool must not recurse into building the pool).
+// UNIPOOL_HOST_CONF. The pointer is cached in a global once built, so the
+// hot path is one load and a test. Before that, allocations come from the
+// BootstrapArena:
+//   - while the process's requests so far fit its start-up share, so that a
+//     process that allocates little (/bin/true: only the C++ runtime's
+//     emergency exception buffer, allocated at load) builds no pool at all:
+//     no address-space reservation, no metadata, no first segment faulted;
+//   - while the calling thread is building the pool (building it must not
+//     recurse into building it).
 #pragma once
 
 #include <atomic>
@@ -15,13 +20,14 @@ namespace unipool::malloc_face {
 
 extern std::atomic<HostPool*> g_pool;
 
-// nullptr only while this thread is building the pool (use the bootstrap
-// arena then). Aborts with a message when UNIPOOL_HOST_CONF is bad.
-HostPool* pool_slow() noexcept;
+// The pool for a request of `size` bytes, built if it must be; nullptr when
+// the bootstrap arena serves it (see above). Aborts with a message when
+// UNIPOOL_HOST_CONF is bad.
+HostPool* pool_slow(size_t size) noexcept;
 
-inline HostPool* pool() noexcept {
+inline HostPool* pool(size_t size) noexcept {
   HostPool* p = g_pool.load(std::memory_order_acquire);
-  return p != nullptr ? p : pool_slow();
+  return p != nullptr ? p : pool_slow(size);
 }
 
 // The pool if it exists yet, without building it (free and usable_size of a

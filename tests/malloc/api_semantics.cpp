@@ -234,6 +234,32 @@ void cxx_operators() {
   MALLOC_CHECK(threw);
 }
 
+// The new-handler the program installs is the one operator new calls, and
+// the std::bad_alloc it throws is the one the program catches; a handler
+// that throws makes a nothrow new return nullptr.
+int g_handler_calls = 0;
+void give_up() {
+  ++g_handler_calls;
+  std::set_new_handler(nullptr);  // the next failure throws
+}
+void throwing_handler() { throw std::bad_alloc(); }
+
+void new_handlers() {
+  std::set_new_handler(give_up);
+  bool threw = false;
+  try {
+    void* volatile huge = ::operator new(SIZE_MAX / 2);
+    (void)huge;
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  MALLOC_CHECK(threw && g_handler_calls == 1);
+  std::set_new_handler(throwing_handler);
+  MALLOC_CHECK(::operator new(SIZE_MAX / 2, std::nothrow) == nullptr);
+  MALLOC_CHECK(::operator new[](SIZE_MAX / 2, std::align_val_t(64), std::nothrow) == nullptr);
+  std::set_new_handler(nullptr);
+}
+
 }  // namespace
 
 int main() {
@@ -248,6 +274,7 @@ int main() {
   big_alignments();
   usable_sizes();
   cxx_operators();
+  new_handlers();
   std::printf("api semantics ok\n");
   return 0;
 }
