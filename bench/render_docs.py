@@ -18,6 +18,7 @@ Results read (missing ones leave their sections as they are, with a note):
   kv_offload.json                              docs/benchmarks.md, docs/kv_offload.md
   model_live.json                              docs/benchmarks.md
   transfer.json                                docs/transfer.md, docs/benchmarks.md
+  programs.json                                docs/host_benchmarks.md
   host*.json, host.txt (stdout)                docs/benchmarks.md, docs/host_benchmarks.md,
                                                docs/host_*.png (host.json; every
                                                host*.json is a run for the ranges)
@@ -516,6 +517,28 @@ def transfer_targets(d: dict) -> str:
     return md_table(["target", "measured"], "ll", rows)
 
 
+def programs_tables(d: dict) -> str:
+    """bench/host/programs.py: /bin/true start-up and sqlite's speedtest1 per allocator."""
+    out = []
+    s = d["startup"]
+    base = s["glibc"]
+    rows = [[n, f"{v['median_ms']:.2f}", f"{v['median_ms'] / base['median_ms']:.2f}x",
+             f"{v['rss_kib'] / 1024:.1f}", f"{v['rss_kib'] / base['rss_kib']:.2f}x"] for n, v in s.items()]
+    out.append(f"`/bin/true`, median of {base['runs']} launches per allocator:\n\n" +
+               md_table(["allocator", "start-up ms", "vs glibc", "peak RSS MiB", "vs glibc"], "lrrrr", rows))
+    if "speedtest1" in d:
+        s = d["speedtest1"]
+        base = s["glibc"]
+        rows = [[n, f"{v['wall_s']:.2f}", f"{v['cpu_s']:.2f}", f"{v['cpu_s'] / base['cpu_s']:.2f}x",
+                 f"{v['rss_kib'] / 1024:.1f}", f"{v['rss_kib'] / base['rss_kib']:.2f}x"] for n, v in s.items()]
+        out.append(f"`speedtest1 --memdb --size {base['size']}`, median of {base['runs']} runs per allocator:\n\n" +
+                   md_table(["allocator", "wall s", "CPU s", "CPU vs glibc", "peak RSS MiB", "RSS vs glibc"],
+                            "lrrrrr", rows))
+    else:
+        out.append("speedtest1 was left out of this run (its source could not be downloaded or built).")
+    return "\n\n".join(out)
+
+
 def sections(results: str) -> dict[str, dict[str, str]]:
     """Page -> marker name -> generated text, for the results present."""
     def path(name: str) -> str:
@@ -548,6 +571,8 @@ def sections(results: str) -> dict[str, dict[str, str]]:
         host["host:threadcache"] = host_threadcache(host_runs)
     if os.path.exists(path("host.txt")):
         host["host:results"] = host_results(text("host.txt"))
+    if os.path.exists(path("programs.json")):
+        host["host:programs"] = programs_tables(load(path("programs.json")))
     if os.path.exists(path("transfer.json")):
         d = load(path("transfer.json"))
         transfer["transfer:results"], bench["transfer:targets"] = transfer_results(d), transfer_targets(d)

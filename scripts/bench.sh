@@ -38,6 +38,9 @@ $([ -e build/release/nullgpu/libcudart.so.13 ] && echo scripts/nullgpu.sh) "$bin
 echo "=== unipool_host_bench: host allocators (docs/host_benchmarks.md) ==="
 "$bin/host/unipool_host_bench" "$@" --json "$out/host.json" | tee "$out/host.txt"
 
+echo "=== programs: /bin/true and sqlite's speedtest1 under LD_PRELOAD (docs/host_benchmarks.md) ==="
+python3 bench/host/programs.py "$@" --json "$out/programs.json" | tee "$out/programs.txt"
+
 echo "=== kv_offload: KV-cache offload pool (docs/kv_offload.md) ==="
 scripts/install_python_package.sh
 # On the null GPU the pool pins its arena, and torch's pinned allocator is a peer.

@@ -12,6 +12,7 @@ APT_PACKAGES=(
   clang-format clang-tidy                      # scripts/check_format.sh, scripts/tidy.sh (Debian 12: 14)
   libnuma-dev                                  # NUMA binding of host arenas
   libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev  # host benchmark peers
+  time libsqlite3-dev                          # bench/host/programs.py: peak RSS, sqlite's speedtest1
 )
 
 missing=()
