@@ -200,6 +200,18 @@ void usable_sizes() {
   }
 }
 
+// operator new of more than any machine has throws the std::bad_alloc the
+// program catches.
+bool huge_new_throws() {
+  try {
+    void* volatile huge = ::operator new(SIZE_MAX / 2);
+    (void)huge;
+  } catch (const std::bad_alloc&) {
+    return true;
+  }
+  return false;
+}
+
 void cxx_operators() {
   int* one = new int(5);
   delete one;
@@ -224,14 +236,7 @@ void cxx_operators() {
   ::operator delete(al, 100, std::align_val_t(4096));
   MALLOC_CHECK(::operator new(SIZE_MAX / 2, std::nothrow) == nullptr);
   MALLOC_CHECK(::operator new[](SIZE_MAX / 2, std::align_val_t(64), std::nothrow) == nullptr);
-  bool threw = false;
-  try {
-    void* volatile huge = ::operator new(SIZE_MAX / 2);
-    (void)huge;
-  } catch (const std::bad_alloc&) {
-    threw = true;
-  }
-  MALLOC_CHECK(threw);
+  MALLOC_CHECK(huge_new_throws());
 }
 
 // The new-handler the program installs is the one operator new calls, and
@@ -246,14 +251,7 @@ void throwing_handler() { throw std::bad_alloc(); }
 
 void new_handlers() {
   std::set_new_handler(give_up);
-  bool threw = false;
-  try {
-    void* volatile huge = ::operator new(SIZE_MAX / 2);
-    (void)huge;
-  } catch (const std::bad_alloc&) {
-    threw = true;
-  }
-  MALLOC_CHECK(threw && g_handler_calls == 1);
+  MALLOC_CHECK(huge_new_throws() && g_handler_calls == 1);
   std::set_new_handler(throwing_handler);
   MALLOC_CHECK(::operator new(SIZE_MAX / 2, std::nothrow) == nullptr);
   MALLOC_CHECK(::operator new[](SIZE_MAX / 2, std::align_val_t(64), std::nothrow) == nullptr);
