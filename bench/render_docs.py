@@ -370,7 +370,8 @@ def model_table(d) -> str:
 HOST_PEERS = ["glibc", "mimalloc", "jemalloc", "tcmalloc"]
 HOST_SUMMARY = [("mid_mt", [1, 2, 4]), ("hakmem_json", [1, 2, 4]), ("hakmem_mir", [1, 2, 4]),
                 ("hakmem_vm", [1, 2, 4]), ("hakmem_mixed", [1, 2, 4]), ("rl_medium", [1, 2]),
-                ("alignment64", [1, 2]), ("fragmentation_mix", [1, 2]), ("rl_small", [1, 2])]
+                ("alignment64", [1, 2]), ("fragmentation_mix", [1, 2]), ("rl_small", [1, 2]),
+                ("producer_consumer", [2, 4]), ("exchange", [2, 4])]
 
 
 def host_index(run) -> dict:

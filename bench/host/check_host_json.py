@@ -14,7 +14,7 @@ import sys
 KEYS = ["allocator", "workload", "threads", "ops_per_s", "p50_alloc_ns", "p99_alloc_ns", "p50_free_ns",
         "p99_free_ns", "peak_rss_bytes", "page_faults", "usable_over_requested"]
 WORKLOADS = ["rl_small", "rl_medium", "fragmentation_mix", "alignment64", "hakmem_json", "hakmem_mir",
-             "hakmem_vm", "hakmem_mixed", "rpmalloc_random", "mid_mt"]
+             "hakmem_vm", "hakmem_mixed", "rpmalloc_random", "mid_mt", "producer_consumer", "exchange"]
 POLICIES = ["unipool:unlimited", "unipool:performance", "unipool:size", "unipool:none"]
 
 

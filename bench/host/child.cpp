@@ -80,7 +80,7 @@ int run_child(const ChildArgs& args) {
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < n; ++t) {
     threads.emplace_back([&, t] {
-      auto work = make_thread_work(args.workload, args.quick, t);
+      auto work = make_thread_work(args.workload, args.quick, t, n);
       Meter meter(info->sample_period, board, t);
       ready.arrive_and_wait();
       go.arrive_and_wait();

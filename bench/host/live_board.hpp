@@ -21,8 +21,12 @@ class LiveBoard {
   void publish(unsigned thread, uint64_t live) { slots_[thread].live.store(live, std::memory_order_relaxed); }
 
   void sample() {
+    // A thread's own count goes negative when it frees what another
+    // allocated; their sum does not, but read line by line it can for an
+    // instant: such a reading is skipped.
     uint64_t total = 0;
     for (const auto& s : slots_) total += s.live.load(std::memory_order_relaxed);
+    if (static_cast<int64_t>(total) < 0) return;
     uint64_t peak = peak_.load(std::memory_order_relaxed);
     while (total > peak && !peak_.compare_exchange_weak(peak, total, std::memory_order_relaxed)) {
     }

@@ -98,7 +98,10 @@ class Meter {
     touch(static_cast<unsigned char*>(p), n);
     ++tally_.allocs;
     tally_.live_requested += n;
-    if (tally_.live_requested > tally_.peak_requested) tally_.peak_requested = tally_.live_requested;
+    // Signed: a thread that frees what others allocated goes below zero.
+    if (static_cast<int64_t>(tally_.live_requested) > static_cast<int64_t>(tally_.peak_requested)) {
+      tally_.peak_requested = tally_.live_requested;
+    }
     board_.publish(thread_, tally_.live_requested);
     if ((tally_.allocs & 1023) == 0) board_.sample();
     return p;

@@ -171,6 +171,25 @@ void throughput_targets(TargetPrinter& tp, const std::vector<CellResult>& rs) {
   }
 }
 
+// Blocks freed by another thread than the one that allocated them.
+void handoff_targets(TargetPrinter& tp, const std::vector<CellResult>& rs) {
+  for (const char* w : {"producer_consumer", "exchange"}) {
+    for (const unsigned t : {2u, 4u}) {
+      const CellResult* u = find(rs, "unipool", w, t);
+      const CellResult* mi = find(rs, "mimalloc", w, t);
+      if (!u || !mi) continue;
+      const std::string cell = std::string(w) + " x" + std::to_string(t);
+      tp.line(u->ops_per_cpu_s >= mi->ops_per_cpu_s,
+              cell + " ops per CPU-s: unipool " + fmt("%.2f", u->ops_per_cpu_s / 1e6) + " M; mimalloc " +
+                  fmt("%.2f", mi->ops_per_cpu_s / 1e6) + " M");
+      tp.line(static_cast<double>(u->peak_rss_bytes) <= 1.1 * static_cast<double>(mi->peak_rss_bytes),
+              cell + " peak RSS: unipool " + fmt("%.1f", static_cast<double>(u->peak_rss_bytes) / 1048576.0) +
+                  " MiB; 1.1x mimalloc " +
+                  fmt("%.1f", 1.1 * static_cast<double>(mi->peak_rss_bytes) / 1048576.0) + " MiB");
+    }
+  }
+}
+
 void study_targets(TargetPrinter& tp, const std::vector<CellResult>& rs) {
   const std::string w = "rpmalloc_random";
   for (const unsigned t : thread_counts(rs, w)) {
@@ -253,6 +272,7 @@ void print_targets(std::ostream& out, const std::vector<CellResult>& results) {
   out << "## Targets\n\n";
   TargetPrinter tp{out};
   throughput_targets(tp, results);
+  handoff_targets(tp, results);
   study_targets(tp, results);
   hakmem_targets(tp, results);
   if (tp.met + tp.missed == 0) {

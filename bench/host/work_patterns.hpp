@@ -54,4 +54,27 @@ struct ToggleParams {
 };
 std::unique_ptr<ThreadWork> make_toggle_work(const ToggleParams& p, uint64_t seed);
 
+// Threads in pairs: the even one allocates `messages` blocks and passes
+// them through a ring of `depth` slots to the odd one, which frees them (a
+// thread without a partner fills its own ring and empties it).
+struct ProducerConsumerParams {
+  uint64_t messages;
+  uint32_t depth;  // a power of two
+  SizeSpec sizes;
+};
+std::unique_ptr<ThreadWork> make_producer_consumer_work(const ProducerConsumerParams& p, uint64_t seed,
+                                                        unsigned thread, unsigned threads);
+
+// A server's threads passing objects around: each of `steps` steps
+// allocates an object and either keeps it in a random slot of its table of
+// `slots` (freeing the one there) or, one step in four, hands it to a random
+// other thread, which keeps it the same way.
+struct ExchangeParams {
+  uint32_t slots;
+  uint64_t steps;
+  SizeSpec sizes;
+};
+std::unique_ptr<ThreadWork> make_exchange_work(const ExchangeParams& p, uint64_t seed, unsigned thread,
+                                               unsigned threads);
+
 }  // namespace host_bench

@@ -45,6 +45,8 @@ const std::vector<WorkloadInfo>& all_workloads() {
       {"hakmem_mixed", 1, "each round one of the json/mir/vm rounds, picked at random"},
       {"rpmalloc_random", 32, "150,000 slots/thread, 16-16000 B linear falloff, 20 loops of 75,000 scattered frees + 75,000 scattered allocations"},
       {"mid_mt", 32, "256 slots/thread, 8-32 KiB uniform, 3,000,000 cycles: free a full slot or fill an empty one"},
+      {"producer_consumer", 32, "thread pairs: 2,000,000 blocks of 16 B-4 KiB log-uniform through a 1,024-slot ring, freed by the consumer"},
+      {"exchange", 32, "4,096 live objects/thread, 16 B-8 KiB log-uniform, 2,000,000 steps; one new object in four goes to a random other thread"},
   };
   return list;
 }
@@ -56,7 +58,8 @@ const WorkloadInfo* find_workload(const std::string& name) {
   return nullptr;
 }
 
-std::unique_ptr<ThreadWork> make_thread_work(const std::string& name, bool quick, unsigned thread_index) {
+std::unique_ptr<ThreadWork> make_thread_work(const std::string& name, bool quick, unsigned thread_index,
+                                             unsigned threads) {
   const uint64_t seed = seed_of(name, thread_index);
   if (name == "rl_small") {
     return make_replace_work({65'536, count(2'000'000, quick), 1, 0, {SizeLaw::uniform, 16, 512}}, seed);
@@ -78,6 +81,14 @@ std::unique_ptr<ThreadWork> make_thread_work(const std::string& name, bool quick
   }
   if (name == "mid_mt") {
     return make_toggle_work({256, count(60'000 * 50, quick), {SizeLaw::uniform, 8 * KiB, 32 * KiB}}, seed);
+  }
+  if (name == "producer_consumer") {
+    return make_producer_consumer_work({count(2'000'000, quick), 1024, {SizeLaw::log_uniform, 16, 4 * KiB}}, seed,
+                                       thread_index, threads);
+  }
+  if (name == "exchange") {
+    return make_exchange_work({4'096, count(2'000'000, quick), {SizeLaw::log_uniform, 16, 8 * KiB}}, seed,
+                              thread_index, threads);
   }
   die("unknown workload");
 }

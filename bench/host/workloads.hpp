@@ -1,5 +1,6 @@
 // host_bench: the workloads (request-loop churn, short-lived large buffers,
-// the rpmalloc_random thread-cache study, mid_mt).
+// the rpmalloc_random thread-cache study, mid_mt, blocks freed by another
+// thread than the one that allocated them).
 //
 // Each thread builds its own ThreadWork (slot tables, pre-drawn sizes) before
 // the clock starts, then run() performs every allocator call of the workload
@@ -34,6 +35,8 @@ const std::vector<WorkloadInfo>& all_workloads();
 const WorkloadInfo* find_workload(const std::string& name);
 
 // `quick` shrinks the counts for CI smoke runs (same shapes, ~1/50 the calls).
-std::unique_ptr<ThreadWork> make_thread_work(const std::string& name, bool quick, unsigned thread_index);
+// `threads`: how many run the cell (the handoff workloads pair them up).
+std::unique_ptr<ThreadWork> make_thread_work(const std::string& name, bool quick, unsigned thread_index,
+                                             unsigned threads);
 
 }  // namespace host_bench
