@@ -92,8 +92,11 @@ def spawn_seconds(path: str, preload: str | None) -> float:
     env = environment(preload)
     start = time.perf_counter()
     pid = os.posix_spawn(path, [path], env)
-    os.waitpid(pid, 0)
-    return time.perf_counter() - start
+    _, status = os.waitpid(pid, 0)
+    elapsed = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"programs.py: {path} failed under {preload or 'glibc'} (status {status})")
+    return elapsed
 
 
 def startup(allocs: dict[str, str | None], rounds: int) -> dict[str, dict[str, float]]:
@@ -118,7 +121,8 @@ def build_speedtest1(work: str) -> str | None:
     tarball = os.path.join(work, os.path.basename(SQLITE_URL))
     try:
         if not os.path.exists(tarball):
-            urllib.request.urlretrieve(SQLITE_URL, tarball + ".part")
+            with urllib.request.urlopen(SQLITE_URL, timeout=60) as response, open(tarball + ".part", "wb") as f:
+                f.write(response.read())
             os.rename(tarball + ".part", tarball)
         member = f"sqlite3-{SQLITE_VERSION}/test/speedtest1.c"
         with tarfile.open(tarball) as tar:

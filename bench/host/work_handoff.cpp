@@ -46,6 +46,9 @@ class Ring {
     tail_.store(tail + 1, std::memory_order_release);
     return true;
   }
+  bool full() const {
+    return tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_acquire) > mask_;
+  }
   bool pop(Item* item) {
     const uint64_t head = head_.load(std::memory_order_relaxed);
     if (head == tail_.load(std::memory_order_acquire)) return false;
@@ -116,8 +119,7 @@ class ProducerConsumerWork final : public ThreadWork {
   void run_alone(Meter& meter) {
     Item item;
     for (uint64_t m = 0; m < p_.messages;) {
-      for (; m < p_.messages && ring_.push(make(meter)); ++m) {
-      }
+      for (; m < p_.messages && !ring_.full(); ++m) ring_.push(make(meter));
       while (ring_.pop(&item)) check_and_free(meter, item);
     }
   }

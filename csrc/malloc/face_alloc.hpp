@@ -27,11 +27,20 @@ inline constexpr size_t kNaturalAlignment = 16;
 // `limit` was the reason (out of line: only failures pay for it).
 void allocation_failed(HostPool* pool, Status why) noexcept;
 
-// Before the pool exists (see face_pool.hpp): the bootstrap arena.
+// Before the pool exists (see face_pool.hpp): the bootstrap arena. Threads
+// racing within the start-up share can fill it: the pool then, built now
+// (unless this thread is building it).
 inline void* bootstrap_allocate(size_t size, size_t alignment) noexcept {
   void* block = BootstrapArena::allocate(size, alignment);
-  if (block == nullptr) errno = ENOMEM;
-  return block;
+  if (block != nullptr) return block;
+  HostPool* p = pool_slow(SIZE_MAX);  // past any share: builds the pool
+  if (p == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const HostAllocation a = alignment <= kNaturalAlignment ? p->allocate(size) : p->allocate(size, alignment);
+  if (a.ptr == nullptr) allocation_failed(p, a.status);
+  return a.ptr;
 }
 
 inline void* allocate(size_t size) noexcept {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "host/errors.hpp"
+#include "host/thread_state.hpp"
 #include "malloc/bootstrap_arena.hpp"
 #include "malloc/fatal.hpp"
 
@@ -35,6 +36,8 @@ void check_config_once() noexcept {
   g_config_checked.store(true, std::memory_order_release);
 }
 }  // namespace
+
+bool inside_engine() noexcept { return t_building || host::t_internal != 0; }
 
 HostPool* pool_slow(size_t size) noexcept {
   if (t_building) return nullptr;

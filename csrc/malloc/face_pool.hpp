@@ -30,6 +30,10 @@ inline HostPool* pool(size_t size) noexcept {
   return p != nullptr ? p : pool_slow(size);
 }
 
+// True on a thread inside the engine: building the pool, or in the
+// engine's InternalScope (its own containers allocate there).
+bool inside_engine() noexcept;
+
 // The pool if it exists yet, without building it (free and usable_size of a
 // pointer need no pool that does not exist).
 inline HostPool* existing_pool() noexcept { return g_pool.load(std::memory_order_acquire); }

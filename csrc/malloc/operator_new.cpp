@@ -21,6 +21,10 @@ void* allocate_or_throw(size_t size, size_t alignment) {
   for (;;) {
     void* block = mf::allocate_aligned(alignment, size);
     if (block != nullptr) return block;
+    // The engine's own containers (inside InternalScope, or while the pool
+    // is built) catch the face's runtime's exception, and must not run the
+    // program's handler with the engine's locks held.
+    if (mf::inside_engine()) throw std::bad_alloc();
     std::new_handler handler = mf::program_new_handler();
     if (handler == nullptr) mf::throw_program_bad_alloc();
     handler();

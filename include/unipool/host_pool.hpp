@@ -102,11 +102,13 @@ class HostPool {
   HostAllocation allocate_zeroed(size_t size) noexcept;
 
   // realloc: a block of at least `size` bytes holding p's first bytes (as
-  // many as both have). p stays when it still fits and wastes at most half;
-  // a huge block grows or shrinks by remapping where it can (not when pinned,
-  // nor growing under a limit); anything else moves, p freed. nullptr p
-  // allocates. On failure p stays live and unchanged: not_live for a pointer
-  // that is not a live block, else allocate()'s reasons.
+  // many as both have), aligned to 16 (as realloc: an alignment p was
+  // allocated with is not kept). p stays when it still fits and wastes at
+  // most half; a huge block grows or shrinks by remapping where it can (not
+  // when pinned, on hugetlb pages, growing under a limit, or with history
+  // on); anything else moves, p freed. nullptr p allocates. On failure p
+  // stays live and unchanged: not_live for a pointer that is not a live
+  // block, else allocate()'s reasons.
   HostAllocation reallocate(void* p, size_t size) noexcept;
 
   // Frees a block. nullptr is a no-op. A pointer the pool did not give out, a

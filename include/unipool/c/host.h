@@ -67,8 +67,9 @@ unipool_status_t unipool_host_alloc_aligned(unipool_host_pool_t* pool, size_t si
  * pages are not faulted in. Fails as unipool_host_alloc does. */
 unipool_status_t unipool_host_alloc_zeroed(unipool_host_pool_t* pool, size_t size, void** out);
 /* realloc: *out gets a block of at least `size` bytes holding ptr's first
- * bytes; ptr stays when it still fits, a huge block is remapped where it can
- * be, else the bytes move and ptr is freed. ptr NULL allocates. On failure
+ * bytes, aligned to 16 (an alignment ptr was allocated with is not kept);
+ * ptr stays when it still fits, a huge block is remapped where it can be,
+ * else the bytes move and ptr is freed. ptr NULL allocates. On failure
  * *out is NULL and ptr stays live: UNIPOOL_NOT_LIVE for a pointer that is not
  * a live block, else unipool_host_alloc's reasons. */
 unipool_status_t unipool_host_realloc(unipool_host_pool_t* pool, void* ptr, size_t size, void** out);
