@@ -17,6 +17,9 @@ class HostPinner {
   virtual const char* name() const noexcept = 0;
   // True when a CUDA runtime with at least one device is present.
   virtual bool available() = 0;
+  // Why available() is false when it is not for want of a device (the
+  // runtime could not be loaded), else nullptr.
+  virtual const char* unavailable_reason() const noexcept { return nullptr; }
   // Registers [ptr, ptr + bytes). On failure the pending CUDA error is
   // cleared, so it cannot surface in an unrelated later call.
   virtual BackendStatus pin(void* ptr, uint64_t bytes) = 0;

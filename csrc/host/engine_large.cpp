@@ -135,7 +135,10 @@ Status Engine::try_arena(uint32_t i, uint64_t size, uint64_t alignment, ArenaGra
 // (a non_blocking copy from it would silently be synchronous).
 bool Engine::cannot_pin(Message* why) const noexcept {
   if (config_.pinned != HostPinned::on || pin_available_) return false;
-  why->add("pinned=on, but there is no CUDA device to pin with (pinned=best_effort serves pageable memory then)");
+  const char* reason = pinner_ != nullptr ? pinner_->unavailable_reason() : nullptr;
+  why->add("pinned=on, but ")
+      .add(reason != nullptr ? reason : "there is no CUDA device to pin with")
+      .add(" (pinned=best_effort serves pageable memory then)");
   return true;
 }
 

@@ -18,6 +18,7 @@ class HistoryPinner final : public backend::HostPinner {
 
   const char* name() const noexcept override { return inner_->name(); }
   bool available() override { return inner_->available(); }
+  const char* unavailable_reason() const noexcept override { return inner_->unavailable_reason(); }
   BackendStatus pin(void* ptr, uint64_t bytes) override {
     const BackendStatus s = inner_->pin(ptr, bytes);
     if (history_->on())

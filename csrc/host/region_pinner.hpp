@@ -28,6 +28,7 @@ class RegionPinner final : public backend::HostPinner {
 
   const char* name() const noexcept override { return inner_->name(); }
   bool available() override { return inner_->available(); }
+  const char* unavailable_reason() const noexcept override { return inner_->unavailable_reason(); }
 
   // The hooks run inside InternalScope: what they allocate under a malloc
   // replacement comes from the side, never from this pool, whose locks (and

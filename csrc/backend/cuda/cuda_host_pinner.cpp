@@ -99,6 +99,11 @@ class CudaHostPinner final : public HostPinner {
     return count >= 1;
   }
 
+  const char* unavailable_reason() const noexcept override {
+    const RuntimeCalls& rt = runtime();
+    return rt.loaded() ? nullptr : rt.load_error;
+  }
+
   BackendStatus pin(void* ptr, uint64_t bytes) override {
     if (ptr == nullptr || bytes == 0) return cuda::usage_error("unipool: cannot pin a null or empty host range");
     const RuntimeCalls& rt = runtime();
