@@ -1,7 +1,8 @@
 list(APPEND UNIPOOL_SOURCES
   backend/build_info.cpp
   backend/device_backend.cpp
-  backend/host_pinner.cpp)
+  backend/host_pinner.cpp
+  backend/pin_pieces.cpp)
 list(APPEND UNIPOOL_CUDA_SOURCES
   backend/cuda/cuda_backend_base.cpp
   backend/cuda/cuda_backends.cpp

@@ -3,6 +3,8 @@
 // honest are in range_allocator_validate.cpp.
 #include "unipool/range_allocator.hpp"
 
+#include "core/align.hpp"
+
 #include <atomic>
 #include <bit>
 #include <stdexcept>
@@ -28,10 +30,6 @@ namespace {
 // can never overflow 64 bits, and a size fits Node::size's 62 bits.
 constexpr uint64_t kMaxBytes = uint64_t{1} << 62;
 constexpr uint64_t kMaxPoolAlignment = uint64_t{1} << 31;  // padding is 32-bit
-
-constexpr uint64_t align_up(uint64_t value, uint64_t alignment) noexcept {
-  return (value + alignment - 1) & ~(alignment - 1);
-}
 
 // Node::size is a 62-bit field; every size is checked against kMaxBytes
 // first, and the mask (written at each store) tells the compiler so.
@@ -475,14 +473,16 @@ uint64_t RangeAllocator::trailing_free() const noexcept {
   return nodes_[last_node_].size;
 }
 
-void RangeAllocator::for_each_range(const std::function<void(const RangeInfo&)>& f) const {
+uint32_t RangeAllocator::first_range() const noexcept {
   uint32_t first = last_node_;
   while (first != kNone && nodes_[first].prev_addr != kNone) first = nodes_[first].prev_addr;
-  for (uint32_t i = first; i != kNone; i = nodes_[i].next_addr) {
-    const Node& n = nodes_[i];
-    const bool used = n.state == kUsed;
-    f(RangeInfo{n.offset, n.size, used ? n.size - n.live.padding : 0, used});
-  }
+  return first;
+}
+
+RangeInfo RangeAllocator::range_info(uint32_t index) const noexcept {
+  const Node& n = nodes_[index];
+  const bool used = n.state == kUsed;
+  return RangeInfo{n.offset, n.size, used ? n.size - n.live.padding : 0, used};
 }
 
 }  // namespace unipool

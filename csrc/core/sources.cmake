@@ -1,4 +1,5 @@
 list(APPEND UNIPOOL_SOURCES
+  core/assert.cpp
   core/manual_fence.cpp
   core/range_allocator.cpp
   core/range_allocator_validate.cpp

@@ -60,7 +60,7 @@ DevicePool::Impl::Impl(std::shared_ptr<DeviceBackend> backend_in, int device_in,
   }
   // Address space only: 1.5x the device, so holes left by long-lived blocks
   // never keep an arena from using the whole device (PyTorch takes 1.125x).
-  reserve_bytes = device::round_up(device_total + device_total / 2, granule);
+  reserve_bytes = round_up(device_total + device_total / 2, granule);
   check_fraction_bytes(config.memory_fraction, device_total, "UNIPOOL_DEVICE_CONF key 'memory_fraction': value");
   memory_fraction = config.memory_fraction;
   memory_limit = config.memory_limit;

@@ -19,17 +19,12 @@
 #include <utility>
 #include <vector>
 
+#include "core/number_text.hpp"
 #include "device/pool_impl.hpp"
 
 namespace unipool {
 
 namespace {
-
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 // A block of the checkpoint and the arena it goes back into.
 struct Needed {
@@ -146,7 +141,7 @@ class Restore {
     Arena* arena = arena_of(seg);
     if (arena == nullptr) {
       throw DevicePoolError(Status::not_live, where() + ": its " + (seg.expandable ? "expandable segment" : "segment") +
-                                                  " at " + hex(seg.address) + " (" + std::to_string(seg.size) +
+                                                  " at " + hex_string(seg.address) + " (" + std::to_string(seg.size) +
                                                   " bytes) holding " + std::to_string(seg.blocks.size()) +
                                                   " allocated block(s) was given back since (empty_cache or a "
                                                   "release threshold)");
@@ -154,12 +149,12 @@ class Restore {
     for (const DeviceCheckpointBlock& b : seg.blocks) {
       const uint64_t offset = b.address - seg.address;
       if (b.address < seg.address || offset + b.size > arena->size || b.size == 0) {
-        throw DevicePoolError(Status::bad_argument, "unipool: checkpoint block at " + hex(b.address) +
-                                                        " does not lie in its segment at " + hex(seg.address));
+        throw DevicePoolError(Status::bad_argument, "unipool: checkpoint block at " + hex_string(b.address) +
+                                                        " does not lie in its segment at " + hex_string(seg.address));
       }
       if (arena->expandable && !arena->range_mapped(offset, b.size)) {
-        throw DevicePoolError(Status::not_live, where() + ": memory under its block at " + hex(b.address) + " (" +
-                                                    std::to_string(b.size) +
+        throw DevicePoolError(Status::not_live, where() + ": memory under its block at " + hex_string(b.address) +
+                                                    " (" + std::to_string(b.size) +
                                                     " bytes) was unmapped since (empty_cache or a release threshold)");
       }
       needed_at_[b.address] = needed_.size();
@@ -245,7 +240,8 @@ class Restore {
     const FenceId f = pool_.backend->fences().record(pool_.device, s);
     if (f == kNoFence) {
       throw DevicePoolError(Status::backend_error, "unipool: restore could not record a fence on device " +
-                                                       std::to_string(pool_.device) + " to free " + hex(x.address));
+                                                       std::to_string(pool_.device) + " to free " +
+                                                       hex_string(x.address));
     }
     recorded_.push_back(f);
     wait_.push_back(f);
@@ -315,8 +311,8 @@ void* DevicePool::Impl::carve_at(Arena& a, const DeviceCheckpointBlock& b) {
     // The plan made sure the range is free; reaching this is a bug in it.
     if (range) a.ranges.deallocate(range);
     throw DevicePoolError(Status::bad_argument, "unipool: internal error: restore could not take " +
-                                                    std::to_string(b.size) + " bytes at " + hex(b.address) + " (" +
-                                                    to_string(range.status) + ")");
+                                                    std::to_string(b.size) + " bytes at " + hex_string(b.address) +
+                                                    " (" + to_string(range.status) + ")");
   }
   device::stat_change(stats.inactive_split, a.kind, a.split_count() - split_count);
   device::stat_change(stats.inactive_split_bytes, a.kind, a.split_bytes() - split_bytes);

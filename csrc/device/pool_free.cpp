@@ -5,19 +5,10 @@
 #include <cstdio>
 #include <string>
 
+#include "core/number_text.hpp"
 #include "device/pool_impl.hpp"
 
 namespace unipool {
-
-namespace {
-
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-}  // namespace
 
 Status DevicePool::Impl::deallocate(void* ptr, std::string* why) {
   const auto address = reinterpret_cast<uint64_t>(ptr);
@@ -169,7 +160,7 @@ void DevicePool::Impl::release_fence(FenceId fence) {
 }
 
 std::string DevicePool::Impl::explain_bad_pointer(uint64_t address) const {
-  const std::string where = hex(address) + " on device " + std::to_string(device);
+  const std::string where = hex_string(address) + " on device " + std::to_string(device);
   if (address == 0) return "unipool: free of a null pointer on device " + std::to_string(device);
   for (const auto& a : arenas) {
     if (a == nullptr || !a->contains(address)) continue;
@@ -181,7 +172,7 @@ std::string DevicePool::Impl::explain_bad_pointer(uint64_t address) const {
       return "unipool: double free of " + where + " (already freed, waiting for stream fences)";
     }
     return "unipool: " + where + " is not a live block: a double free or an interior pointer (inside the segment at " +
-           hex(reinterpret_cast<uint64_t>(a->base)) + ")";
+           hex_string(reinterpret_cast<uint64_t>(a->base)) + ")";
   }
   return "unipool: foreign pointer " + where + ": not allocated by this device pool";
 }

@@ -74,7 +74,7 @@ uint32_t DevicePool::Impl::add_arena(std::unique_ptr<Arena> arena) {
 }
 
 void* DevicePool::Impl::grow_segment(const Request& r, GrowthFailure* why) {
-  const uint64_t bytes = r.oversize ? device::round_up(r.size, device::kRoundLarge) : device::segment_size(r.size);
+  const uint64_t bytes = r.oversize ? round_up(r.size, device::kRoundLarge) : device::segment_size(r.size);
   {
     std::lock_guard lock(mutex);
     if (!within_limit(bytes)) {

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "core/align.hpp"
+
 namespace unipool::device {
 
 inline constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -19,10 +21,6 @@ inline constexpr uint64_t kRoundLarge = 2 * kMiB;      // larger segments round 
 inline constexpr uint64_t kMaxRequest = uint64_t{1} << 50;
 
 enum class Kind : uint8_t { small = 0, large = 1 };
-
-constexpr uint64_t round_up(uint64_t value, uint64_t multiple) noexcept {
-  return (value + multiple - 1) / multiple * multiple;
-}
 
 constexpr uint64_t round_block(uint64_t bytes) noexcept { return round_up(bytes, kBlockAlign); }
 

@@ -5,6 +5,8 @@
 #include <new>
 
 #include "backend/host_pinner.hpp"
+#include "backend/pin_pieces.hpp"
+#include "core/assert.hpp"
 #include "host/layout.hpp"
 #include "host/leak_roots.hpp"
 #include "host/thread_state.hpp"
@@ -163,37 +165,37 @@ Status Arena::free(uint64_t offset, uint64_t handle) noexcept {
 // the chunks that failed are served pageable and counted.
 Status Arena::pin_growth(char* start, uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta,
                          Message* why) noexcept {
+  UNIPOOL_ASSERT(start >= base_ && (start - base_) % chunk_ == 0 && bytes % chunk_ == 0,
+                 "a growth is whole chunks of this arena");
   const uint64_t first = static_cast<uint64_t>(start - base_) / chunk_;
-  const uint64_t count = bytes / chunk_;
-  const uint64_t per_piece = settings.max_pin / chunk_ > 0 ? settings.max_pin / chunk_ : 1;
-  for (uint64_t c = 0; c < count; c += per_piece) {
-    const uint64_t n = count - c < per_piece ? count - c : per_piece;
-    char* piece = start + c * chunk_;
-    const BackendStatus pinned = settings.pinner->pin(piece, n * chunk_);
-    if (pinned.is_ok()) {
-      ++delta->registrations;
-      chunks_[first + c] = kRegistrationStart | kPinned;
-      for (uint64_t k = 1; k < n; ++k) chunks_[first + c + k] = kPinned;
-      continue;
+  const uint64_t piece = backend::pin_piece_bytes(settings.max_pin, chunk_);
+  for (uint64_t done = 0; done < bytes;) {
+    const backend::PinProgress p = backend::pin_pieces(*settings.pinner, start + done, bytes - done, piece);
+    delta->registrations += p.registrations;
+    for (uint64_t off = 0; off < p.pinned_bytes; off += chunk_) {
+      chunks_[first + (done + off) / chunk_] = off % piece == 0 ? kRegistrationStart | kPinned : kPinned;
     }
+    done += p.pinned_bytes;
+    if (done == bytes) break;
     ++delta->pin_failures;
+    const uint64_t n = bytes - done < piece ? bytes - done : piece;
     if (settings.pinned == HostPinned::on) {
-      // Never hand out memory as pinned that is not: undo the whole growth.
-      for (uint64_t k = 0; k < c; ++k) {
-        if (chunks_[first + k] & kRegistrationStart) settings.pinner->unpin(start + k * chunk_);
-        chunks_[first + k] = kUncommitted;
-      }
+      // Never hand out memory as pinned that is not: undo the whole growth
+      // (the first failure stops, so every piece before it is pinned).
+      backend::unpin_pieces(*settings.pinner, start, done, piece);
+      for (uint64_t c = first; c < first + done / chunk_; ++c) chunks_[c] = kUncommitted;
       backend::os::uncommit(start, bytes);
       why->add("pinning ")
-          .add_dec(n * chunk_)
+          .add_dec(n)
           .add(" bytes at ")
-          .add_ptr(piece)
+          .add_ptr(start + done)
           .add(" failed (pinned=on): ")
-          .add(pinned.message);
+          .add(p.failure.message);
       return Status::out_of_space;
     }
-    for (uint64_t k = 0; k < n; ++k) chunks_[first + c + k] = kPinFailed;
-    delta->pageable_fallback += n * chunk_;
+    for (uint64_t c = done / chunk_; c < (done + n) / chunk_; ++c) chunks_[first + c] = kPinFailed;
+    delta->pageable_fallback += n;
+    done += n;
   }
   return Status::ok;
 }
@@ -257,23 +259,16 @@ void Arena::maybe_trim(uint64_t retain, ArenaDelta* delta) noexcept {
 
 void Arena::trim(uint64_t retain, ArenaDelta* delta) noexcept {
   if (pinned_bytes_ != 0) return;  // re-pinning costs ~0.1 s/GB: pinned arenas keep their chunks
-  struct Walk {
-    Arena* arena;
-    uint64_t retain;
-    ArenaDelta* delta;
-  } walk{this, retain, delta};
-  Walk* w = &walk;  // one pointer: std::function keeps it inline, no allocation
-  ranges_->for_each_range([w](const RangeInfo& r) {
-    Arena& a = *w->arena;
-    if (r.used || a.free_committed_bytes() <= w->retain) return;
-    const uint64_t first = (r.offset + a.chunk_ - 1) / a.chunk_;
-    const uint64_t end = (r.offset + r.size) / a.chunk_;
-    for (uint64_t c = first; c < end && a.free_committed_bytes() > w->retain; ++c) {
-      if (a.state(c) != kPageable) continue;
-      backend::os::decommit(a.base_ + c * a.chunk_, a.chunk_);
-      a.set_state(c, kDecommitted);
-      a.committed_bytes_ -= a.chunk_;
-      w->delta->committed -= static_cast<int64_t>(a.chunk_);
+  ranges_->for_each_range([&](const RangeInfo& r) {
+    if (r.used || free_committed_bytes() <= retain) return;
+    const uint64_t first = (r.offset + chunk_ - 1) / chunk_;
+    const uint64_t end = (r.offset + r.size) / chunk_;
+    for (uint64_t c = first; c < end && free_committed_bytes() > retain; ++c) {
+      if (state(c) != kPageable) continue;
+      backend::os::decommit(base_ + c * chunk_, chunk_);
+      set_state(c, kDecommitted);
+      committed_bytes_ -= chunk_;
+      delta->committed -= static_cast<int64_t>(chunk_);
     }
   });
   trim_floor_ = free_committed_bytes();
@@ -318,13 +313,10 @@ bool Arena::validate(Message* why) const {
     return false;
   }
   bool overlap = false;
-  const Arena* self = this;
-  const Arena** ctx = &self;
-  ranges_->for_each_range([ctx, &overlap](const RangeInfo& r) {
-    const Arena& a = **ctx;
+  ranges_->for_each_range([&](const RangeInfo& r) {
     if (!r.used) return;
-    for (uint64_t c = r.offset / a.chunk_; c * a.chunk_ < r.offset + r.size; ++c) {
-      if (a.state(c) == kDecommitted) overlap = true;
+    for (uint64_t c = r.offset / chunk_; c * chunk_ < r.offset + r.size; ++c) {
+      if (state(c) == kDecommitted) overlap = true;
     }
   });
   if (overlap) {

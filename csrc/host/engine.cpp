@@ -212,7 +212,7 @@ void* Engine::allocate_slow(size_t size, size_t alignment, bool* fresh) noexcept
     fail(Status::zero_size, "unipool host pool: allocation of 0 bytes");
     return nullptr;
   }
-  if (alignment != 0 && (alignment & (alignment - 1)) != 0) {
+  if (alignment != 0 && !is_power_of_two(alignment)) {
     fail(Status::bad_alignment,
          Message{}.add("unipool host pool: alignment ").add_dec(alignment).add(" is not a power of two"));
     return nullptr;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/host_pinner.hpp"
+#include "backend/pin_pieces.hpp"
 #include "host/engine.hpp"
 
 namespace unipool::host {
@@ -15,9 +16,7 @@ constexpr uint64_t kHugeTlbPage = uint64_t{2} << 20;
 }  // namespace
 
 void Engine::unmap_huge(char* base, uint64_t bytes, bool pinned) noexcept {
-  if (pinned && pinner_ != nullptr) {
-    for (uint64_t off = 0; off < bytes; off += config_.max_pin) pinner_->unpin(base + off);
-  }
+  if (pinned && pinner_ != nullptr) backend::unpin_pieces(*pinner_, base, bytes, config_.max_pin);
   backend::os::release(base, bytes);
   committed_.add(-static_cast<int64_t>(bytes));
   if (pinned) pinned_.add(-static_cast<int64_t>(bytes));
@@ -96,24 +95,16 @@ bool Engine::take_cached_huge(uint64_t bytes, uint64_t align, HugeEntry* e) noex
 // (false), with best_effort the mapping is served pageable and counted.
 bool Engine::pin_huge(HugeEntry* e) noexcept {
   char* base = reinterpret_cast<char*>(e->ptr);
-  uint64_t done = 0;
-  const char* error = nullptr;
-  for (; done < e->map_bytes; done += config_.max_pin) {
-    const uint64_t n = e->map_bytes - done < config_.max_pin ? e->map_bytes - done : config_.max_pin;
-    const BackendStatus st = pinner_->pin(base + done, n);
-    if (!st.is_ok()) {
-      error = st.message;
-      break;
-    }
-    registrations_.fetch_add(1, std::memory_order_relaxed);
-  }
-  if (error == nullptr) {
+  const backend::PinProgress p = backend::pin_pieces(*pinner_, base, e->map_bytes, config_.max_pin);
+  registrations_.fetch_add(p.registrations, std::memory_order_relaxed);
+  if (p.pinned_bytes == e->map_bytes) {
     e->pinned = true;
     pinned_.add(static_cast<int64_t>(e->map_bytes));
     return true;
   }
   pin_failures_.fetch_add(1, std::memory_order_relaxed);
-  for (uint64_t off = 0; off < done; off += config_.max_pin) pinner_->unpin(base + off);
+  backend::unpin_pieces(*pinner_, base, p.pinned_bytes, config_.max_pin);
+  const char* error = p.failure.message;
   if (config_.pinned == HostPinned::on) {
     unmap_huge(base, e->map_bytes, false);
     fail(Status::out_of_space, Message{}

@@ -206,34 +206,24 @@ bool Engine::validate_paused(std::string* why_out) const {
     // Large blocks: every used range that is not a segment has a valid header.
     uint64_t large_count = 0, large_extent = 0;
     for (uint32_t i = 0; ok && i < arena_count_.load(std::memory_order_relaxed); ++i) {
-      struct Walk {
-        const Engine* engine;
-        Arena* arena;
-        uint64_t* count;
-        uint64_t* extent;
-        bool ok;
-      } walk{this, const_cast<Arena*>(&arenas_[i]), &large_count, &large_extent, true};
-      Walk* w = &walk;
-      arenas_[i].ranges().for_each_range([w](const RangeInfo& r) {
+      Arena& a = const_cast<Arena&>(arenas_[i]);
+      bool headers_ok = true;
+      a.ranges().for_each_range([&](const RangeInfo& r) {
         if (!r.used) return;
-        Arena& a = *w->arena;
-        if (a.slot_kind(reinterpret_cast<uintptr_t>(a.base() + r.offset)) == kSlotSegment && r.size == kSegmentSize) return;
-        const LargeHeader* hdr = nullptr;
+        if (a.slot_kind(reinterpret_cast<uintptr_t>(a.base() + r.offset)) == kSlotSegment && r.size == kSegmentSize)
+          return;
         // The header sits pad - 64 bytes into the range; pad is a power of two >= 64.
         bool found = false;
         for (uint64_t pad = kLargeHeader; pad <= r.size && !found; pad *= 2) {
-          hdr = reinterpret_cast<const LargeHeader*>(a.base() + r.offset + pad - kLargeHeader);
-          const char* user = a.base() + r.offset + pad;
-          if (w->engine->large_header(&a, user) == hdr && hdr->pad == pad) found = true;
+          const auto* hdr = reinterpret_cast<const LargeHeader*>(a.base() + r.offset + pad - kLargeHeader);
+          found = large_header(&a, a.base() + r.offset + pad) == hdr && hdr->pad == pad;
         }
-        if (!found) {
-          w->ok = false;
-          return;
-        }
-        ++*w->count;
-        *w->extent += r.size;
+        headers_ok = headers_ok && found;
+        if (!found) return;
+        ++large_count;
+        large_extent += r.size;
       });
-      if (!walk.ok) ok = bad(&why, "large: a used range is neither a segment nor a block with a valid header");
+      if (!headers_ok) ok = bad(&why, "large: a used range is neither a segment nor a block with a valid header");
     }
     if (ok && static_cast<int64_t>(large_count) !=
                   static_cast<int64_t>(large_count_.load(std::memory_order_relaxed)) + unfolded.blocks) {

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "core/number_text.hpp"
+
 namespace unipool::host {
 namespace {
 thread_local Status t_status = Status::ok;
@@ -17,31 +19,9 @@ Message& Message::add(const char* text) noexcept {
   return *this;
 }
 
-Message& Message::add_hex(uint64_t value) noexcept {
-  char digits[19] = "0x";
-  int n = 2;
-  bool started = false;
-  for (int shift = 60; shift >= 0; shift -= 4) {
-    const unsigned d = static_cast<unsigned>(value >> shift) & 0xF;
-    if (d != 0 || started || shift == 0) {
-      digits[n++] = "0123456789abcdef"[d];
-      started = true;
-    }
-  }
-  digits[n] = '\0';
-  return add(digits);
-}
+Message& Message::add_hex(uint64_t value) noexcept { return add(to_hex(value).text); }
 
-Message& Message::add_dec(uint64_t value) noexcept {
-  char digits[21];
-  int n = 20;
-  digits[n] = '\0';
-  do {
-    digits[--n] = static_cast<char>('0' + value % 10);
-    value /= 10;
-  } while (value != 0);
-  return add(digits + n);
-}
+Message& Message::add_dec(uint64_t value) noexcept { return add(to_dec(value).text); }
 
 Status fail(Status status, const Message& message) noexcept { return fail(status, message.c_str()); }
 

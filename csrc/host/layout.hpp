@@ -20,14 +20,13 @@
 #include <atomic>
 #include <cstdint>
 
+#include "core/align.hpp"
+
 namespace unipool::host {
 
 class Engine;
 struct Heap;
 struct ThreadState;
-
-// `v` rounded up to a multiple of `to` (not only powers of two: chunks).
-inline constexpr uint64_t round_up(uint64_t v, uint64_t to) noexcept { return (v + to - 1) / to * to; }
 
 inline constexpr unsigned kSegmentShift = 22;
 inline constexpr uint64_t kSegmentSize = uint64_t{1} << kSegmentShift;

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "backend/os/os_memory.hpp"
+#include "core/assert.hpp"
 
 namespace unipool::host {
 
@@ -49,6 +50,7 @@ class PtrTable {
   }
 
   void erase(Entry* entry) noexcept {
+    UNIPOOL_ASSERT(entry != nullptr && entry->ptr > 1, "erase() of a live entry found by find()");
     *entry = Entry{};
     entry->ptr = 1;
     --live_;

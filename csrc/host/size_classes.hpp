@@ -10,6 +10,8 @@
 #include <array>
 #include <cstdint>
 
+#include "core/align.hpp"
+
 namespace unipool::host {
 
 inline constexpr uint32_t kSmallMax = 1024;
@@ -69,7 +71,7 @@ inline bool is_small_class(uint32_t cls) noexcept { return cls < kNumSmallClasse
 // `alignment` (a power of two <= kMaxClassAlignment), or kNumClasses if none
 // up to kMiddleLimit.
 inline uint32_t aligned_class(uint64_t size, uint64_t alignment) noexcept {
-  const uint64_t rounded = (size + alignment - 1) & ~(alignment - 1);
+  const uint64_t rounded = align_up(size, alignment);
   if (rounded > kMiddleLimit) return kNumClasses;
   uint32_t cls = class_of(rounded);
   while (cls < kNumClasses && kClassSize[cls] % alignment != 0) ++cls;

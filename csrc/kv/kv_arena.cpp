@@ -9,6 +9,8 @@
 #include <string>
 
 #include "backend/os/os_memory.hpp"
+#include "backend/pin_pieces.hpp"
+#include "core/align.hpp"
 #include "kv/kv_state.hpp"
 
 namespace unipool {
@@ -17,8 +19,6 @@ namespace {
 // No arena is larger: far beyond any machine, and it keeps every size sum
 // and product below in 64 bits.
 constexpr uint64_t kMaxArenaBytes = uint64_t{1} << 62;
-
-uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
 std::string errno_text(int error) { return error ? std::strerror(error) : "unknown error"; }
 
@@ -77,21 +77,17 @@ void KVBlockPool::pin_arena(const KVBlockPoolOptions& options) {
     pinning_state_ = PinningState::pageable_no_gpu;
     return;
   }
-  for (uint64_t offset = 0; offset < mapped_bytes_; offset += options.max_pin) {
-    const uint64_t bytes = std::min(options.max_pin, mapped_bytes_ - offset);
-    void* piece = static_cast<char*>(base_) + offset;
-    const BackendStatus s = state_->pinner->pin(piece, bytes);
-    if (!s.is_ok()) {
-      if (options.pinned == HostPinned::on) {
-        throw std::runtime_error(std::string("KVBlockPool: pinning the arena failed: ") + s.message);
-      }
-      pinning_state_ = PinningState::partially_pinned;
-      return;
-    }
-    state_->pinned_pieces.push_back(piece);
-    pinned_bytes_ += bytes;
+  state_->pin_piece = options.max_pin;
+  const backend::PinProgress p =
+      backend::pin_pieces(*state_->pinner, static_cast<char*>(base_), mapped_bytes_, state_->pin_piece);
+  pinned_bytes_ = p.pinned_bytes;  // what the destructor unpins
+  if (p.pinned_bytes == mapped_bytes_) {
+    pinning_state_ = PinningState::pinned;
+  } else if (options.pinned == HostPinned::on) {
+    throw std::runtime_error(std::string("KVBlockPool: pinning the arena failed: ") + p.failure.message);
+  } else {
+    pinning_state_ = PinningState::partially_pinned;  // the pieces before the failure stay pinned
   }
-  pinning_state_ = PinningState::pinned;
 }
 
 KVBlockPool::KVBlockPool(const KVBlockPoolOptions& options) : state_(std::make_unique<State>()) {
@@ -124,7 +120,7 @@ KVBlockPool::KVBlockPool(const KVBlockPoolOptions& options) : state_(std::make_u
   try {
     pin_arena(options);
   } catch (...) {
-    for (void* piece : state_->pinned_pieces) state_->pinner->unpin(piece);
+    unpin_arena();
     backend::os::release(base_, mapped_bytes_);
     throw;
   }
@@ -132,10 +128,17 @@ KVBlockPool::KVBlockPool(const KVBlockPoolOptions& options) : state_(std::make_u
   state_->live.assign(state_->free.num_words(), 0);
 }
 
+void KVBlockPool::unpin_arena() noexcept {
+  if (pinned_bytes_ != 0) {
+    backend::unpin_pieces(*state_->pinner, static_cast<char*>(base_), pinned_bytes_, state_->pin_piece);
+  }
+  pinned_bytes_ = 0;
+}
+
 KVBlockPool::~KVBlockPool() {
   // Pending fences go back to their sources; the memory goes with the arena.
   for (const State::DeferredBatch& b : state_->batches) kv_release_fence(*b.source, b.fence);
-  for (void* piece : state_->pinned_pieces) state_->pinner->unpin(piece);
+  unpin_arena();
   if (base_) backend::os::release(base_, mapped_bytes_);
 }
 

@@ -36,7 +36,7 @@ struct KVBlockPool::State {
   uint64_t allocs = 0, frees = 0, failed_allocs = 0, misuse_errors = 0;
 
   std::unique_ptr<backend::HostPinner> pinner;
-  std::vector<void*> pinned_pieces;
+  uint64_t pin_piece = 0;  // max_pin: the arena's first pinned_bytes are pinned in pieces of it
 
   bool is_live(uint64_t id) const noexcept { return (live[id / 64] >> (id % 64)) & 1; }
   // Frees completed deferred batches; lock held. Returns blocks freed.

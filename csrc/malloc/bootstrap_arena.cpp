@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "core/align.hpp"
+
 namespace unipool::malloc_face {
 namespace {
 
@@ -22,8 +24,8 @@ void* BootstrapArena::allocate(size_t size, size_t alignment) noexcept {
   size_t used = g_used.load(std::memory_order_relaxed);
   for (;;) {
     // The block starts at the first aligned address leaving room for the header.
-    const uintptr_t start = (begin() + used + kHeader + alignment - 1) & ~(uintptr_t{alignment} - 1);
-    const size_t end = start - begin() + ((size + kHeader - 1) & ~(kHeader - 1));
+    const uintptr_t start = align_up(begin() + used + kHeader, alignment);
+    const size_t end = start - begin() + align_up(size, kHeader);
     if (end > kBytes) return nullptr;
     if (g_used.compare_exchange_weak(used, end, std::memory_order_relaxed)) {
       reinterpret_cast<size_t*>(start)[-1] = size;

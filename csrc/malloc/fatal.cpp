@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/number_text.hpp"
+
 namespace unipool::malloc_face {
 namespace {
 
@@ -16,19 +18,7 @@ class Line {
     while (s != nullptr && *s != '\0' && len_ < sizeof buf_ - 1) buf_[len_++] = *s++;
     return *this;
   }
-  Line& add_pointer(const void* p) {
-    char hex[2 + 16 + 1];
-    auto v = reinterpret_cast<uintptr_t>(p);
-    int i = static_cast<int>(sizeof hex) - 1;
-    hex[i] = '\0';
-    do {
-      hex[--i] = "0123456789abcdef"[v & 0xF];
-      v >>= 4;
-    } while (v != 0 && i > 2);
-    hex[--i] = 'x';
-    hex[--i] = '0';
-    return add(hex + i);
-  }
+  Line& add_pointer(const void* p) { return add(to_hex(reinterpret_cast<uintptr_t>(p)).text); }
   void write() {
     buf_[len_++] = '\n';
     size_t done = 0;

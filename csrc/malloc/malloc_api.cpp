@@ -9,13 +9,12 @@
 
 #include <cstdlib>
 
+#include "core/align.hpp"
 #include "malloc/face_alloc.hpp"
 
 namespace mf = unipool::malloc_face;
 
 namespace {
-
-bool is_power_of_two(size_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 size_t page_size() {
   static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -58,7 +57,7 @@ UNIPOOL_EXPORT void* reallocarray(void* block, size_t count, size_t size) noexce
 }
 
 UNIPOOL_EXPORT int posix_memalign(void** out, size_t alignment, size_t size) noexcept {
-  if (!is_power_of_two(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
+  if (!unipool::is_power_of_two(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
   const int saved = errno;  // posix_memalign reports through its result only
   void* block = mf::allocate_aligned(alignment, size);
   errno = saved;
@@ -68,7 +67,7 @@ UNIPOOL_EXPORT int posix_memalign(void** out, size_t alignment, size_t size) noe
 }
 
 UNIPOOL_EXPORT void* aligned_alloc(size_t alignment, size_t size) noexcept {
-  if (!is_power_of_two(alignment)) {
+  if (!unipool::is_power_of_two(alignment)) {
     errno = EINVAL;
     return nullptr;
   }
@@ -94,7 +93,7 @@ UNIPOOL_EXPORT void* pvalloc(size_t size) noexcept {
     errno = ENOMEM;
     return nullptr;
   }
-  return mf::allocate_aligned(page, (size + page - 1) & ~(page - 1));
+  return mf::allocate_aligned(page, unipool::align_up(size, page));
 }
 
 UNIPOOL_EXPORT size_t malloc_usable_size(void* block) noexcept { return mf::usable_size(block); }

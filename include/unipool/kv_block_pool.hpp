@@ -154,6 +154,7 @@ class KVBlockPool {
   Status refuse_fence(FenceId fence) noexcept;
   void map_arena(const KVBlockPoolOptions& options);
   void pin_arena(const KVBlockPoolOptions& options);
+  void unpin_arena() noexcept;
 
   void* base_ = nullptr;
   uint64_t block_bytes_ = 0, stride_ = 0, num_blocks_ = 0;

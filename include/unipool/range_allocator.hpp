@@ -25,7 +25,6 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -148,8 +147,11 @@ class RangeAllocator {
   // Size of the free range ending at capacity(), 0 if the last range is used.
   uint64_t trailing_free() const noexcept;
 
-  // Calls f for every range in address order.
-  void for_each_range(const std::function<void(const RangeInfo&)>& f) const;
+  // Calls f(const RangeInfo&) for every range in address order.
+  template <class F>
+  void for_each_range(F&& f) const {
+    for (uint32_t i = first_range(); i != kNone; i = nodes_[i].next_addr) f(range_info(i));
+  }
 
   // Checks every invariant: ranges tile [0, capacity) with neighbour links
   // consistent both ways, no two adjacent free ranges, every free range filed
@@ -184,6 +186,8 @@ class RangeAllocator {
   static_assert(sizeof(Node) == 32, "a node must not straddle cache lines");
   static constexpr uint32_t kNone = ~uint32_t{0};
 
+  uint32_t first_range() const noexcept;  // the lowest in address order, or kNone
+  RangeInfo range_info(uint32_t index) const noexcept;
   uint32_t acquire_node();
   void release_node(uint32_t index);
   void file_free(uint32_t index);

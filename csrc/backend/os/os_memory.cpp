@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/align.hpp"
+#include "core/assert.hpp"
+
 namespace unipool::backend::os {
 namespace {
 
@@ -38,7 +41,7 @@ void* reserve(uint64_t bytes, uint64_t alignment, bool accounted) noexcept {
   void* raw = mmap(nullptr, span, PROT_NONE, flags, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   const auto start = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = (start + alignment - 1) & ~(alignment - 1);
+  const uintptr_t aligned = align_up(start, alignment);
   if (aligned > start) munmap(raw, aligned - start);
   const uintptr_t end = aligned + bytes;
   if (start + span > end) munmap(reinterpret_cast<void*>(end), start + span - end);
@@ -95,6 +98,8 @@ bool uncommit(void* p, uint64_t bytes) noexcept {
 bool release(void* p, uint64_t bytes) noexcept { return munmap(p, bytes) == 0; }
 
 void* resize(void* p, uint64_t old_bytes, uint64_t new_bytes) noexcept {
+  UNIPOOL_ASSERT(reinterpret_cast<uintptr_t>(p) % page_size() == 0 && old_bytes % page_size() == 0,
+                 "a whole mapping is resized");
   void* q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
   return q == MAP_FAILED ? nullptr : q;
 }
@@ -116,14 +121,14 @@ void touch_pages(void* p, uint64_t bytes) noexcept {
 }
 
 void* map_metadata(uint64_t bytes) noexcept {
-  bytes = (bytes + page_size() - 1) & ~(page_size() - 1);
+  bytes = align_up(bytes, page_size());
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? nullptr : p;
 }
 
 void unmap_metadata(void* p, uint64_t bytes) noexcept {
   if (p == nullptr) return;
-  bytes = (bytes + page_size() - 1) & ~(page_size() - 1);
+  bytes = align_up(bytes, page_size());
   munmap(p, bytes);
 }
 
