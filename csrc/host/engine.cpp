@@ -101,6 +101,7 @@ Engine::Engine(const HostPoolConfig& config) : config_(config) {
   shards_ = config_.limit != 0 || tight ? 1 : kLargeShards;
   arena_settings_.min_reserve = min_reserve(config_);
   if (address_space / 32 < arena_settings_.min_reserve) shrink_for_address_space();
+  huge_.set_cache_limits(config_.huge_cache, config_.huge_cache_bytes);
   arena_settings_.chunk = config_.chunk;
   arena_settings_.max_pin = config_.max_pin;
   arena_settings_.pinned = config_.pinned;
@@ -140,8 +141,7 @@ Engine::~Engine() {
     }
   });
   deferred_.release();
-  huge_.for_each([this](const HugeEntry& e) { unmap_huge(reinterpret_cast<char*>(e.ptr), e.map_bytes, e.pinned); });
-  huge_.release();
+  huge_.drain([this](const HugeEntry& e) { unmap_huge(reinterpret_cast<char*>(e.ptr), e.map_bytes, e.pinned); });
   drop_huge_cache();
   for (uint32_t i = 0; i < arena_count_.load(std::memory_order_relaxed); ++i) arenas_[i].destroy(arena_settings_);
   for (Heap* list : {heaps_, free_heaps_}) {
@@ -318,9 +318,8 @@ Engine::Footprint Engine::footprint(const void* p) const noexcept {
     const LargeHeader* h = large_header(loc.arena, p);
     return h ? Footprint{h->extent, h->requested} : Footprint{};
   }
-  LockGuard lock(huge_lock_);
-  const HugeEntry* e = huge_.find(reinterpret_cast<uintptr_t>(p));
-  return e ? Footprint{e->map_bytes, e->requested} : Footprint{};
+  HugeEntry e;
+  return huge_.find(p, &e) ? Footprint{e.map_bytes, e.requested} : Footprint{};
 }
 
 size_t Engine::usable_size(const void* p) const noexcept {
@@ -342,9 +341,8 @@ size_t Engine::usable_size(const void* p) const noexcept {
     const LargeHeader* h = large_header_unlocked(loc.arena, p);
     return h ? h->extent - h->pad : 0;
   }
-  LockGuard lock(huge_lock_);
-  const HugeEntry* e = huge_.find(reinterpret_cast<uintptr_t>(p));
-  return e ? e->map_bytes : 0;
+  HugeEntry e;
+  return huge_.find(p, &e) ? e.map_bytes : 0;
 }
 
 bool Engine::is_pinned(const void* p) const noexcept {
@@ -360,9 +358,8 @@ bool Engine::is_pinned(const void* p) const noexcept {
     const LargeHeader* h = large_header(loc.arena, p);
     return h != nullptr && h->pinned != 0;
   }
-  LockGuard lock(huge_lock_);
-  const HugeEntry* e = huge_.find(reinterpret_cast<uintptr_t>(p));
-  return e != nullptr && e->pinned;
+  HugeEntry e;
+  return huge_.find(p, &e) && e.pinned;
 }
 
 // ---- maintenance ----------------------------------------------------------------------
@@ -410,7 +407,7 @@ void Engine::fork_prepare() noexcept {
   pages_lock_.lock();
   setup_lock_.lock();
   for (const Arena& a : arenas_) a.mutex().lock();
-  huge_lock_.lock();
+  huge_.lock().lock();
   deferred_lock_.lock();
   pthread_mutex_lock(&pin_.lock);
   if (regions_ != nullptr) regions_->fork_lock();
@@ -422,7 +419,7 @@ void Engine::fork_release(bool child) noexcept {
   if (regions_ != nullptr) regions_->fork_unlock();
   pin_thread_after_fork(child);  // unlocks pin_.lock
   deferred_lock_.unlock();
-  huge_lock_.unlock();
+  huge_.lock().unlock();
   for (uint32_t i = kMaxArenas; i-- > 0;) arenas_[i].mutex().unlock();
   setup_lock_.unlock();
   pages_lock_.unlock();

@@ -4,11 +4,11 @@
 //   small/middle  thread heaps (heap.hpp) over segments (layout.hpp), or the
 //                 shared class lists when thread caches are off
 //   large         exact-size blocks with a 64-byte header, from the arenas
-//   huge          own mappings in a table, with a small cache (BigCache)
+//   huge          own mappings, in the books of huge_blocks.hpp with a small cache
 //
 // Locks, always taken in this order: registry (thread_state.cpp) -> heaps_lock_
 // -> shared_[c].lock -> pages_lock_ -> setup_lock_ -> arenas_[i].mutex (one at
-// a time; several only in validate() and fork, by index) -> huge_lock_;
+// a time; several only in validate() and fork, by index) -> huge_.lock();
 // deferred_lock_ and pin_.lock are never held while another is taken; the
 // region pinner's lock (region_pinner.hpp) comes after any of the others but
 // the history's lock (history.hpp), which is taken last of all, under any of them. The fast paths of
@@ -24,6 +24,7 @@
 #include "host/errors.hpp"
 #include "host/heap.hpp"
 #include "host/history.hpp"
+#include "host/huge_blocks.hpp"
 #include "host/huge_table.hpp"
 #include "host/layout.hpp"
 #include "host/lock.hpp"
@@ -48,7 +49,6 @@ inline constexpr uint32_t kMaxArenas = 16;
 // lock (engine_large.cpp).
 inline constexpr uint32_t kLargeShards = 8;
 inline constexpr uint32_t kNoArena = ~uint32_t{0};
-inline constexpr uint32_t kMaxHugeCache = 64;
 inline constexpr uint64_t kLargeHeader = 64;
 inline constexpr uint8_t kNoClass = 255;  // a page a heap keeps empty
 
@@ -267,7 +267,6 @@ class Engine {
 
   // ---- huge (engine_huge.cpp) ----
   void* allocate_huge(size_t size, size_t alignment, bool internal, bool* fresh = nullptr) noexcept;
-  bool take_cached_huge(uint64_t bytes, uint64_t align, HugeEntry* e) noexcept;
   bool map_new_huge(size_t size, uint64_t bytes, uint64_t align, HugeEntry* e) noexcept;
   bool pin_huge(HugeEntry* e) noexcept;
   Status free_huge(void* p) noexcept;
@@ -280,6 +279,7 @@ class Engine {
   void drop_huge_cache() noexcept;
 
   // ---- deferred (engine_deferred.cpp) ----
+  void unmap_huge_mappings(const HugeMapping* mappings, uint32_t n) noexcept;
   void maybe_collect_deferred() noexcept;
   // Live small/middle blocks per class from the counters, and the bytes not
   // yet folded into the gauges (heaps_lock_ held).
@@ -364,18 +364,7 @@ class Engine {
   Heap* free_heaps_ = nullptr;  // recycled
   std::atomic<uint64_t> refills_retired_[kNumClasses] = {};
 
-  // Huge blocks.
-  mutable Mutex huge_lock_;
-  HugeTable huge_;
-  struct CachedMapping {
-    char* base;
-    uint64_t bytes;
-    bool pinned;
-    bool pin_failed;
-  };
-  CachedMapping huge_cache_[kMaxHugeCache] = {};
-  uint32_t huge_cache_count_ = 0;
-  uint64_t huge_cache_bytes_ = 0;
+  HugeBlocks huge_;  // the books of huge blocks and their cache
 
   // Deferred frees (see fast_span_).
   mutable Mutex deferred_lock_;
@@ -388,8 +377,7 @@ class Engine {
   Gauge deferred_requested_;  // the requested sizes behind deferred_bytes_
   mutable Gauge cached_;
   std::atomic<int64_t> small_flushed_{0};  // small/middle bytes folded into requested_/allocated_
-  std::atomic<uint64_t> large_count_{0}, huge_count_{0};
-  std::atomic<uint64_t> huge_hits_{0}, huge_misses_{0};
+  std::atomic<uint64_t> large_count_{0};
   std::atomic<uint64_t> registrations_{0}, pin_failures_{0}, pageable_bytes_{0}, hugetlb_fallbacks_{0};
 
   mutable PinThread pin_;

@@ -65,31 +65,6 @@ char* Engine::map_huge(size_t size, uint64_t bytes, uint64_t align, bool interna
   return base;
 }
 
-// The smallest cached mapping that fits without wasting over a quarter,
-// taken out of the cache into `e`; false when none does.
-bool Engine::take_cached_huge(uint64_t bytes, uint64_t align, HugeEntry* e) noexcept {
-  LockGuard lock(huge_lock_);
-  uint32_t best = kMaxHugeCache;
-  for (uint32_t i = 0; i < huge_cache_count_; ++i) {
-    const CachedMapping& m = huge_cache_[i];
-    if (m.bytes >= bytes && m.bytes - bytes <= bytes / 4 && reinterpret_cast<uintptr_t>(m.base) % align == 0 &&
-        (best == kMaxHugeCache || m.bytes < huge_cache_[best].bytes)) {
-      best = i;
-    }
-  }
-  if (best == kMaxHugeCache) return false;
-  const CachedMapping& m = huge_cache_[best];
-  e->ptr = reinterpret_cast<uintptr_t>(m.base);
-  e->map_bytes = m.bytes;
-  e->pinned = m.pinned;
-  e->pin_failed = m.pin_failed;
-  huge_cache_bytes_ -= m.bytes;
-  for (uint32_t i = best + 1; i < huge_cache_count_; ++i) huge_cache_[i - 1] = huge_cache_[i];
-  --huge_cache_count_;
-  huge_hits_.fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
-
 // Registers a new mapping in pieces of at most max_pin bytes. A failure
 // undoes the pieces done; with pinned=on it also unmaps and fails the call
 // (false), with best_effort the mapping is served pageable and counted.
@@ -132,7 +107,7 @@ bool Engine::map_new_huge(size_t size, uint64_t bytes, uint64_t align, HugeEntry
   e->ptr = reinterpret_cast<uintptr_t>(base);
   e->map_bytes = bytes;
   if (e->internal) return true;
-  huge_misses_.fetch_add(1, std::memory_order_relaxed);
+  huge_.note_miss();
   return !pin_available_ || pin_huge(e);
 }
 
@@ -153,17 +128,13 @@ void* Engine::allocate_huge(size_t size, size_t alignment, bool internal, bool* 
   entry.requested = size;
   entry.internal = internal;
   // A cached mapping holds what its last user wrote: not fresh.
-  const bool from_cache = !internal && take_cached_huge(bytes, align, &entry);
+  const bool from_cache = !internal && huge_.take_cached(bytes, align, &entry);
   if (!from_cache && !map_new_huge(size, bytes, align, &entry)) return nullptr;
-  {
-    LockGuard lock(huge_lock_);
-    if (huge_.insert(entry)) {
-      huge_count_.fetch_add(1, std::memory_order_relaxed);
-      requested_.add(static_cast<int64_t>(size));
-      allocated_.add(static_cast<int64_t>(entry.map_bytes));
-      if (fresh != nullptr) *fresh = !from_cache;
-      return reinterpret_cast<void*>(entry.ptr);
-    }
+  if (huge_.insert(entry)) {
+    requested_.add(static_cast<int64_t>(size));
+    allocated_.add(static_cast<int64_t>(entry.map_bytes));
+    if (fresh != nullptr) *fresh = !from_cache;
+    return reinterpret_cast<void*>(entry.ptr);
   }
   if (entry.pin_failed) pageable_bytes_.fetch_sub(entry.map_bytes, std::memory_order_relaxed);
   unmap_huge(reinterpret_cast<char*>(entry.ptr), entry.map_bytes, entry.pinned);
@@ -172,41 +143,29 @@ void* Engine::allocate_huge(size_t size, size_t alignment, bool internal, bool* 
 }
 
 Status Engine::free_huge(void* p) noexcept {
-  CachedMapping evicted[kMaxHugeCache];
-  uint32_t evicted_count = 0;
-  {
-    LockGuard lock(huge_lock_);
-    HugeEntry* e = huge_.find(reinterpret_cast<uintptr_t>(p));
-    if (e == nullptr) {
-      return misuse("free of a pointer that is not a live block of this pool (foreign, interior or double free)", p);
-    }
-    const HugeEntry entry = *e;
-    huge_.erase(e);
-    huge_count_.fetch_sub(1, std::memory_order_relaxed);
-    requested_.add(-static_cast<int64_t>(entry.requested));
-    allocated_.add(-static_cast<int64_t>(entry.map_bytes));
-    const CachedMapping freed{reinterpret_cast<char*>(entry.ptr), entry.map_bytes, entry.pinned, entry.pin_failed};
-    const bool cacheable = !entry.internal && config_.huge_cache > 0 && entry.map_bytes <= config_.huge_cache_bytes;
-    if (cacheable) {
-      // Oldest first out, until the new one fits both limits.
-      while (huge_cache_count_ > 0 && (huge_cache_count_ >= config_.huge_cache ||
-                                       huge_cache_bytes_ + entry.map_bytes > config_.huge_cache_bytes)) {
-        evicted[evicted_count++] = huge_cache_[0];
-        huge_cache_bytes_ -= huge_cache_[0].bytes;
-        for (uint32_t i = 1; i < huge_cache_count_; ++i) huge_cache_[i - 1] = huge_cache_[i];
-        --huge_cache_count_;
-      }
-      huge_cache_[huge_cache_count_++] = freed;
-      huge_cache_bytes_ += freed.bytes;
-    } else {
-      evicted[evicted_count++] = freed;
-    }
+  HugeEntry entry;
+  if (!huge_.remove(p, &entry)) {
+    return misuse("free of a pointer that is not a live block of this pool (foreign, interior or double free)", p);
   }
-  for (uint32_t i = 0; i < evicted_count; ++i) {
-    if (evicted[i].pin_failed) pageable_bytes_.fetch_sub(evicted[i].bytes, std::memory_order_relaxed);
-    unmap_huge(evicted[i].base, evicted[i].bytes, evicted[i].pinned);
+  requested_.add(-static_cast<int64_t>(entry.requested));
+  allocated_.add(-static_cast<int64_t>(entry.map_bytes));
+  const HugeMapping freed{reinterpret_cast<char*>(entry.ptr), entry.map_bytes, entry.pinned, entry.pin_failed};
+  HugeMapping out[kMaxHugeCache];
+  uint32_t n = 0;
+  if (entry.internal) {
+    out[n++] = freed;  // the engine's own blocks are never cached
+  } else {
+    n = huge_.cache(freed, out);
   }
+  unmap_huge_mappings(out, n);
   return Status::ok;
+}
+
+void Engine::unmap_huge_mappings(const HugeMapping* mappings, uint32_t n) noexcept {
+  for (uint32_t i = 0; i < n; ++i) {
+    if (mappings[i].pin_failed) pageable_bytes_.fetch_sub(mappings[i].bytes, std::memory_order_relaxed);
+    unmap_huge(mappings[i].base, mappings[i].bytes, mappings[i].pinned);
+  }
 }
 
 // realloc of a huge block: mremap moves its page tables, not its bytes, and
@@ -217,45 +176,34 @@ Status Engine::free_huge(void* p) noexcept {
 //   - growth under a limit (the headroom check and the count are one step
 //     only on the allocation path);
 //   - the kernel refuses (no memory to account the growth).
-// The lock is held across mremap so the entry is re-keyed in one step.
+// The books' lock is held across mremap so the entry is re-keyed in one step.
 void* Engine::resize_huge(void* p, size_t size) noexcept {
   if (config_.huge_pages == HostHugePages::hugetlb) return nullptr;
   const uint64_t bytes = round_up(size, backend::os::page_size());
-  LockGuard lock(huge_lock_);
-  if (!huge_.reserve_one()) return nullptr;
-  HugeEntry* e = huge_.find(reinterpret_cast<uintptr_t>(p));
-  if (e == nullptr || e->pinned || e->internal || (bytes > e->map_bytes && config_.limit != 0)) return nullptr;
-  HugeEntry entry = *e;
-  if (bytes != entry.map_bytes) {
-    void* moved = backend::os::resize(p, entry.map_bytes, bytes);
-    if (moved == nullptr) return nullptr;
-    const int64_t delta = static_cast<int64_t>(bytes) - static_cast<int64_t>(entry.map_bytes);
-    committed_.add(delta);
-    allocated_.add(delta);
-    if (entry.pin_failed) pageable_bytes_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
-    entry.ptr = reinterpret_cast<uintptr_t>(moved);
-    entry.map_bytes = bytes;
-  }
-  requested_.add(static_cast<int64_t>(size) - static_cast<int64_t>(entry.requested));
-  entry.requested = size;
-  huge_.erase(e);
-  huge_.insert(entry);  // cannot fail: reserve_one() made room
-  return reinterpret_cast<void*>(entry.ptr);
+  void* result = nullptr;
+  huge_.update(p, [&](HugeEntry& entry) {
+    if (entry.pinned || entry.internal || (bytes > entry.map_bytes && config_.limit != 0)) return false;
+    if (bytes != entry.map_bytes) {
+      void* moved = backend::os::resize(p, entry.map_bytes, bytes);
+      if (moved == nullptr) return false;
+      const int64_t delta = static_cast<int64_t>(bytes) - static_cast<int64_t>(entry.map_bytes);
+      committed_.add(delta);
+      allocated_.add(delta);
+      if (entry.pin_failed) pageable_bytes_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
+      entry.ptr = reinterpret_cast<uintptr_t>(moved);
+      entry.map_bytes = bytes;
+    }
+    requested_.add(static_cast<int64_t>(size) - static_cast<int64_t>(entry.requested));
+    entry.requested = size;
+    result = reinterpret_cast<void*>(entry.ptr);
+    return true;
+  });
+  return result;
 }
 
 void Engine::drop_huge_cache() noexcept {
-  CachedMapping dropped[kMaxHugeCache];
-  uint32_t n = 0;
-  {
-    LockGuard lock(huge_lock_);
-    for (uint32_t i = 0; i < huge_cache_count_; ++i) dropped[n++] = huge_cache_[i];
-    huge_cache_count_ = 0;
-    huge_cache_bytes_ = 0;
-  }
-  for (uint32_t i = 0; i < n; ++i) {
-    if (dropped[i].pin_failed) pageable_bytes_.fetch_sub(dropped[i].bytes, std::memory_order_relaxed);
-    unmap_huge(dropped[i].base, dropped[i].bytes, dropped[i].pinned);
-  }
+  HugeMapping dropped[kMaxHugeCache];
+  unmap_huge_mappings(dropped, huge_.drop_cache(dropped));
 }
 
 }  // namespace unipool::host

@@ -86,11 +86,7 @@ void Engine::count_arenas(HostPoolStats& st) const noexcept {
 // The byte figures and their peaks. Small and middle blocks count from the
 // classes' live counts; the gauges hold the rest (minus what was folded).
 void Engine::fill_bytes(HostPoolStats& st, const LiveSums& live, const SegmentSums& segments) const noexcept {
-  uint64_t huge_cache_bytes = 0;
-  {
-    LockGuard lock(huge_lock_);
-    huge_cache_bytes = huge_cache_bytes_;
-  }
+  const uint64_t huge_cache_bytes = huge_.cached_bytes();
   const int64_t flushed = small_flushed_.load(std::memory_order_relaxed);
   const int64_t other_allocated = allocated_.now.load(std::memory_order_relaxed) - flushed + live.large.extent;
   const int64_t other_requested = requested_.now.load(std::memory_order_relaxed) - flushed + live.large.requested;
@@ -127,9 +123,9 @@ void Engine::fill_counters(HostPoolStats& st, const LiveSums& live) const noexce
   constexpr auto relaxed = std::memory_order_relaxed;
   st.deferred_blocks = deferred_count_.load(relaxed);
   st.large_blocks = large_count_.load(relaxed) + static_cast<uint64_t>(live.large.blocks);
-  st.huge_blocks = huge_count_.load(relaxed);
-  st.huge_cache_hits = huge_hits_.load(relaxed);
-  st.huge_cache_misses = huge_misses_.load(relaxed);
+  st.huge_blocks = huge_.count();
+  st.huge_cache_hits = huge_.hits();
+  st.huge_cache_misses = huge_.misses();
   st.pin_registrations = registrations_.load(relaxed);
   st.pin_failures = pin_failures_.load(relaxed);
   st.pageable_bytes = pageable_bytes_.load(relaxed);

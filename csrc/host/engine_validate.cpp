@@ -231,15 +231,9 @@ bool Engine::validate_paused(std::string* why_out) const {
     }
     // Exact accounting.
     if (ok) {
-      LockGuard huge(huge_lock_);
-      uint64_t huge_bytes = 0, huge_count = 0;
-      huge_.for_each([&](const HugeEntry& e) {
-        huge_bytes += e.map_bytes;
-        ++huge_count;
-      });
-      uint64_t cache_bytes = 0;
-      for (uint32_t i = 0; i < huge_cache_count_; ++i) cache_bytes += huge_cache_[i].bytes;
-      if (huge_count != huge_count_.load(std::memory_order_relaxed) || cache_bytes != huge_cache_bytes_) {
+      const HugeTally huge = huge_.tally();
+      const uint64_t huge_bytes = huge.block_bytes, cache_bytes = huge.cached_bytes;
+      if (huge.blocks != huge_.count() || cache_bytes != huge_.cached_bytes()) {
         ok = bad(&why, "huge: block count or cached bytes differ from a recount");
       }
       uint64_t segment_bytes = segment_count_ * kSegmentSize, arena_committed = 0, arena_used = 0;

@@ -15,6 +15,7 @@ list(APPEND UNIPOOL_SOURCES
   host/engine_stats.cpp
   host/engine_validate.cpp
   host/errors.cpp
+  host/huge_blocks.cpp
   host/history.cpp
   host/host_pool.cpp
   host/thread_state.cpp)
