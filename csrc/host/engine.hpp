@@ -209,6 +209,13 @@ class Engine {
 
   // ---- free-list links (free_link.hpp; reports: engine_corruption.cpp) ----
   inline void set_link(const Page* page, Block* block, const Block* next) const noexcept;
+  // The page's local list, one block at a time, written once for the fast
+  // and the slow paths. The caller owns the page (its owner thread, or the
+  // shared class's lock) and checked the block: push_local takes a live
+  // block back (returns the page's live blocks after), take_local hands out
+  // the head `b` whose checked successor is `next`.
+  inline uint32_t push_local(Page* page, Block* block, uint32_t index) noexcept;
+  inline void take_local(Page* page, Block* b, Block* next) noexcept;
   // The block after `block` on its list, checked as the mode asks before
   // anyone follows it; false: `block` was written after it was freed.
   inline bool next_of(const Page* page, const Block* block, Block** next) const noexcept;
@@ -272,6 +279,7 @@ class Engine {
   Status free_huge(void* p) noexcept;
   void* resize_huge(void* p, size_t size) noexcept;  // nullptr: copy instead
   void unmap_huge(char* base, uint64_t bytes, bool pinned) noexcept;
+  void unmap_huge_mappings(const HugeMapping* mappings, uint32_t n) noexcept;
   // A new committed mapping of `bytes` (for a request of `size`), counted;
   // nullptr, with the reason set, when the limit or the OS refuses.
   char* map_huge(size_t size, uint64_t bytes, uint64_t align, bool internal) noexcept;
@@ -279,7 +287,6 @@ class Engine {
   void drop_huge_cache() noexcept;
 
   // ---- deferred (engine_deferred.cpp) ----
-  void unmap_huge_mappings(const HugeMapping* mappings, uint32_t n) noexcept;
   void maybe_collect_deferred() noexcept;
   // Live small/middle blocks per class from the counters, and the bytes not
   // yet folded into the gauges (heaps_lock_ held).

@@ -32,13 +32,10 @@ inline void* Engine::pop_fast_as(uint32_t cls) noexcept {
     // A block that fails its checks is left for the slow path, which pops
     // the same block, fails the same check and reports it.
     if (UNIPOOL_LIKELY(b != nullptr) && UNIPOOL_LIKELY(next_as<kHardened>(page, b, &next))) {
-      page->free = next;
       // The next block of this class is usually a cold line (freed long ago
       // in a big live set): start fetching it now, not at the next call.
       __builtin_prefetch(next, 1, 3);
-      b->cookie = 0;
-      page->mark_live(page->index_of(b));
-      page->used.store(page->used.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      take_local(page, b, next);
       bump(hot.allocs);
       return b;
     }
@@ -90,12 +87,7 @@ inline Status Engine::free(void* p) noexcept {
                        page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread) &&
                        !page->bit_is_free(static_cast<uint32_t>(idx)) &&
                        page->xfree.load(std::memory_order_relaxed) == nullptr)) {
-      set_link(page, b, page->free);
-      b->cookie = a ^ secret_;
-      page->mark_free(static_cast<uint32_t>(idx));
-      page->free = b;
-      const uint32_t used = page->used.load(std::memory_order_relaxed) - 1;
-      page->used.store(used, std::memory_order_relaxed);
+      const uint32_t used = push_local(page, b, static_cast<uint32_t>(idx));
       Heap* heap = page->heap.load(std::memory_order_relaxed);
       HeapClassHot& hot = heap->hot[page->cls];
       bump(hot.frees);

@@ -116,10 +116,7 @@ Block* Engine::pop_block(Page* page) noexcept {
     page->free = nullptr;  // the rest of the list is behind the damaged link
     return nullptr;
   }
-  page->free = next;
-  b->cookie = 0;
-  page->mark_live(page->index_of(b));
-  page->used.store(page->used.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  take_local(page, b, next);
   return b;
 }
 

@@ -237,12 +237,7 @@ Status Engine::free_block(Page* page, Block* block) noexcept {
   if (owner == kOwnerShared) {
     free_shared(page, block);
   } else if (owner == reinterpret_cast<uintptr_t>(t_thread) && t_thread != &g_empty_thread) {
-    set_link(page, block, page->free);
-    block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
-    page->mark_free(page->index_of(block));
-    page->free = block;
-    const uint32_t used = page->used.load(std::memory_order_relaxed) - 1;
-    page->used.store(used, std::memory_order_relaxed);
+    const uint32_t used = push_local(page, block, page->index_of(block));
     Heap* heap = page->heap.load(std::memory_order_relaxed);
     bump(heap->hot[page->cls].frees);
     if (used == 0 || page->in_full || used == page->shed_at) heap_free_slow(heap, page);
@@ -278,12 +273,7 @@ void Engine::free_shared(Page* page, Block* block) noexcept {
   {
     LockGuard lock(sc.lock);
     if (page->owner.load(std::memory_order_seq_cst) == kOwnerShared) {
-      set_link(page, block, page->free);
-      block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
-      page->mark_free(page->index_of(block));
-      page->free = block;
-      const uint32_t used = page->used.load(std::memory_order_relaxed) - 1;
-      page->used.store(used, std::memory_order_relaxed);
+      const uint32_t used = push_local(page, block, page->index_of(block));
       if (page->in_full) {
         sc.full.remove(page);
         page->in_full = 0;

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 
+#include "core/compiler.hpp"
 #include "host/engine.hpp"
 
 namespace unipool::host {
@@ -81,6 +82,23 @@ inline bool is_carved_block(const Page* page, const void* p) noexcept {
 
 inline void Engine::set_link(const Page* page, Block* block, const Block* next) const noexcept {
   block->link = hardened_ ? encode_link(page->link_key, next) : reinterpret_cast<uintptr_t>(next);
+}
+
+UNIPOOL_ALWAYS_INLINE uint32_t Engine::push_local(Page* page, Block* block, uint32_t index) noexcept {
+  set_link(page, block, page->free);
+  block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
+  page->mark_free(index);
+  page->free = block;
+  const uint32_t used = page->used.load(std::memory_order_relaxed) - 1;
+  page->used.store(used, std::memory_order_relaxed);
+  return used;
+}
+
+UNIPOOL_ALWAYS_INLINE void Engine::take_local(Page* page, Block* b, Block* next) noexcept {
+  page->free = next;
+  b->cookie = 0;
+  page->mark_live(page->index_of(b));
+  page->used.store(page->used.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 template <bool kHardened>
