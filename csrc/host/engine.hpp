@@ -239,6 +239,8 @@ class Engine {
   Status arena_allocate(uint32_t preferred, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why) noexcept;
   Status try_arena(uint32_t i, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why,
                    ArenaBlocked* blocked) noexcept;
+  Status try_arena_waiting(uint32_t i, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why,
+                           ArenaBlocked* blocked, bool serial) noexcept;
   bool add_arena(Message* why) noexcept;  // setup_lock_ held
   void shrink_for_address_space() noexcept;  // constructor: arenas for a tiny RLIMIT_AS
   uint32_t arena_of_shard(uint32_t shard) noexcept;

@@ -142,6 +142,24 @@ bool Engine::cannot_pin(Message* why) const noexcept {
   return true;
 }
 
+// try_arena, and while the chunks at the arena's end are being registered
+// ahead, wait for them (no lock held: the pinning thread appends them under
+// the setup and arena locks) and try again: they are usually what this
+// request needs. `serial`: the caller holds setup_lock_ (a limit is set).
+Status Engine::try_arena_waiting(uint32_t i, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why,
+                                 ArenaBlocked* blocked, bool serial) noexcept {
+  Status s = try_arena(i, size, alignment, out, why, blocked);
+  while (*blocked == ArenaBlocked::pinning) {
+    pin_.waits.fetch_add(1, std::memory_order_relaxed);
+    if (serial) setup_lock_.unlock();
+    wait_for_claim(i);
+    if (serial) setup_lock_.lock();
+    *why = Message{};
+    s = try_arena(i, size, alignment, out, why, blocked);
+  }
+  return s;
+}
+
 Status Engine::arena_allocate(uint32_t preferred, uint64_t size, uint64_t alignment, ArenaGrant* out,
                               Message* why) noexcept {
   ensure_pinner();
@@ -160,18 +178,7 @@ Status Engine::arena_allocate(uint32_t preferred, uint64_t size, uint64_t alignm
       const uint32_t i = k == 0 ? first : (k <= first ? k - 1 : k);
       Message attempt;
       ArenaBlocked blocked = ArenaBlocked::no;
-      Status s = try_arena(i, size, alignment, out, &attempt, &blocked);
-      while (blocked == ArenaBlocked::pinning) {
-        // The chunks at the end are being registered ahead: wait for them
-        // (no lock held: the thread appends them under setup and arena
-        // locks), then try again; they are usually what this request needs.
-        pin_.waits.fetch_add(1, std::memory_order_relaxed);
-        if (serial) setup_lock_.unlock();
-        wait_for_claim(i);
-        if (serial) setup_lock_.lock();
-        attempt = Message{};
-        s = try_arena(i, size, alignment, out, &attempt, &blocked);
-      }
+      const Status s = try_arena_waiting(i, size, alignment, out, &attempt, &blocked, serial);
       if (s == Status::ok) {
         if (serial) setup_lock_.unlock();
         return Status::ok;
