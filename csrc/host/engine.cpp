@@ -314,7 +314,7 @@ Engine::Footprint Engine::footprint(const void* p) const noexcept {
     return {loc.page->block_size, loc.page->block_size};
   }
   if (loc.kind == Kind::large) {
-    FutexGuard lock(arenas_[loc.arena_index].mutex());
+    FutexGuard lock(loc.arena->mutex());
     const LargeHeader* h = large_header(loc.arena, p);
     return h ? Footprint{h->extent, h->requested} : Footprint{};
   }
@@ -354,7 +354,7 @@ bool Engine::is_pinned(const void* p) const noexcept {
     return loc.arena->range_pinned(seg->range_offset, kSegmentSize);
   }
   if (loc.kind == Kind::large) {
-    FutexGuard lock(arenas_[loc.arena_index].mutex());
+    FutexGuard lock(loc.arena->mutex());
     const LargeHeader* h = large_header(loc.arena, p);
     return h != nullptr && h->pinned != 0;
   }
@@ -401,7 +401,8 @@ PinningState Engine::pinning_state() const noexcept {
 
 // ---- fork ---------------------------------------------------------------------------
 
-void Engine::fork_prepare() noexcept {
+// Every lock, held across fork() until fork_release (not analysed).
+UNIPOOL_NO_THREAD_SAFETY_ANALYSIS void Engine::fork_prepare() noexcept {
   heaps_lock_.lock();
   for (SharedClass& sc : shared_) sc.lock.lock();
   pages_lock_.lock();
@@ -414,7 +415,7 @@ void Engine::fork_prepare() noexcept {
   history_.fork_lock();
 }
 
-void Engine::fork_release(bool child) noexcept {
+UNIPOOL_NO_THREAD_SAFETY_ANALYSIS void Engine::fork_release(bool child) noexcept {
   history_.fork_unlock();
   if (regions_ != nullptr) regions_->fork_unlock();
   pin_thread_after_fork(child);  // unlocks pin_.lock

@@ -230,7 +230,7 @@ class Engine {
   // ---- large (engine_large.cpp) ----
   void* allocate_large(size_t size, size_t alignment, bool* fresh) noexcept;
   Status free_large(uint32_t arena_index, void* p) noexcept;
-  LargeHeader* large_header(Arena* arena, const void* p) const noexcept;  // its arena's lock held
+  LargeHeader* large_header(Arena* arena, const void* p) const noexcept UNIPOOL_REQUIRES(arena->mutex());
   // The same checks but the range allocator's (no lock): for usable_size().
   const LargeHeader* large_header_unlocked(const Arena* arena, const void* p) const noexcept;
   void apply(const ArenaDelta& delta) noexcept;
@@ -241,7 +241,7 @@ class Engine {
                    ArenaBlocked* blocked) noexcept;
   Status try_arena_waiting(uint32_t i, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why,
                            ArenaBlocked* blocked, bool serial) noexcept;
-  bool add_arena(Message* why) noexcept;  // setup_lock_ held
+  bool add_arena(Message* why) noexcept UNIPOOL_REQUIRES(setup_lock_);
   void shrink_for_address_space() noexcept;  // constructor: arenas for a tiny RLIMIT_AS
   uint32_t arena_of_shard(uint32_t shard) noexcept;
   // Live large blocks changed by (blocks, requested, extent): into the
@@ -254,14 +254,14 @@ class Engine {
   struct LargeSums {
     int64_t blocks = 0, requested = 0, extent = 0;
   };
-  LargeSums count_large_tallies() const noexcept;  // heaps_lock_ held
+  LargeSums count_large_tallies() const noexcept UNIPOOL_REQUIRES(heaps_lock_);
   void ensure_pinner() noexcept;
   // pinned=on with no device to pin with: true, with the reason in `why`.
   bool cannot_pin(Message* why) const noexcept;
   uint64_t headroom() const noexcept;
 
   // ---- the pinning thread (engine_pin_thread.cpp) ----
-  void start_pin_thread() noexcept;  // setup_lock_ held
+  void start_pin_thread() noexcept UNIPOOL_REQUIRES(setup_lock_);
   void stop_pin_thread() noexcept;
   static void* pin_thread_main(void* engine) noexcept;
   void pin_thread_loop() noexcept;
@@ -291,8 +291,9 @@ class Engine {
   // ---- deferred (engine_deferred.cpp) ----
   void maybe_collect_deferred() noexcept;
   // Live small/middle blocks per class from the counters, and the bytes not
-  // yet folded into the gauges (heaps_lock_ held).
-  void count_small(int64_t live[kNumClasses], uint64_t refills[kNumClasses], int64_t* unflushed) const noexcept;
+  // yet folded into the gauges.
+  void count_small(int64_t live[kNumClasses], uint64_t refills[kNumClasses], int64_t* unflushed) const noexcept
+      UNIPOOL_REQUIRES(heaps_lock_);
   // stats(), in parts (engine_stats.cpp).
   struct LiveSums {
     int64_t small_bytes = 0;  // live small and middle blocks, at their class sizes
@@ -309,7 +310,7 @@ class Engine {
   bool validate_pages(const int64_t live[kNumClasses], Message* why) const;
   int64_t free_list_length(const Page& page, const Block* head, bool local, Message* why) const;
   bool is_deferred(const void* p) const noexcept;
-  void refresh_fast_span() noexcept;  // deferred_lock_ held
+  void refresh_fast_span() noexcept UNIPOOL_REQUIRES(deferred_lock_);
   // A live block's footprint (what it holds of the pool) and the size its
   // user asked for; {0, 0} if it is not live.
   struct Footprint {

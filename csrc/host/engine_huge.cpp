@@ -95,7 +95,9 @@ bool Engine::pin_huge(HugeEntry* e) noexcept {
 }
 
 // A new mapping for `e`, pinned as the pool is configured.
-bool Engine::map_new_huge(size_t size, uint64_t bytes, uint64_t align, HugeEntry* e) noexcept {
+// setup_lock_ is taken with a limit only (not analysed).
+UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::map_new_huge(size_t size, uint64_t bytes, uint64_t align,
+                                                            HugeEntry* e) noexcept {
   // With a limit, checking the headroom and counting the mapping are one
   // step, as for arenas. Not for the pool's own requests: they may come
   // while this thread holds the lock (the CUDA runtime inside a growth).

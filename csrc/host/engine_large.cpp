@@ -146,8 +146,9 @@ bool Engine::cannot_pin(Message* why) const noexcept {
 // ahead, wait for them (no lock held: the pinning thread appends them under
 // the setup and arena locks) and try again: they are usually what this
 // request needs. `serial`: the caller holds setup_lock_ (a limit is set).
-Status Engine::try_arena_waiting(uint32_t i, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why,
-                                 ArenaBlocked* blocked, bool serial) noexcept {
+UNIPOOL_NO_THREAD_SAFETY_ANALYSIS Status Engine::try_arena_waiting(uint32_t i, uint64_t size, uint64_t alignment,
+                                                                   ArenaGrant* out, Message* why, ArenaBlocked* blocked,
+                                                                   bool serial) noexcept {
   Status s = try_arena(i, size, alignment, out, why, blocked);
   while (*blocked == ArenaBlocked::pinning) {
     pin_.waits.fetch_add(1, std::memory_order_relaxed);
@@ -160,8 +161,9 @@ Status Engine::try_arena_waiting(uint32_t i, uint64_t size, uint64_t alignment, 
   return s;
 }
 
-Status Engine::arena_allocate(uint32_t preferred, uint64_t size, uint64_t alignment, ArenaGrant* out,
-                              Message* why) noexcept {
+// setup_lock_ is taken with a limit only, or around add_arena (not analysed).
+UNIPOOL_NO_THREAD_SAFETY_ANALYSIS Status Engine::arena_allocate(uint32_t preferred, uint64_t size, uint64_t alignment,
+                                                                ArenaGrant* out, Message* why) noexcept {
   ensure_pinner();
   if (cannot_pin(why)) return Status::backend_error;
   // With a limit, checking the headroom and growing must be one step.
@@ -368,7 +370,7 @@ Status Engine::free_large(uint32_t arena_index, void* p) noexcept {
   Arena* arena = &arenas_[arena_index];
   uint64_t extent = 0, requested = 0;
   {
-    FutexGuard lock(arenas_[arena_index].mutex());
+    FutexGuard lock(arena->mutex());
     LargeHeader* h = large_header(arena, p);
     if (h == nullptr) {
       const auto base = reinterpret_cast<uintptr_t>(arena->base());

@@ -90,7 +90,8 @@ void Engine::pin_thread_loop() noexcept {
   }
 }
 
-bool Engine::pin_ahead(uint32_t i) noexcept {
+// setup_lock_ is taken with a limit only (not analysed).
+UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::pin_ahead(uint32_t i) noexcept {
   Arena& arena = arenas_[i];
   // With a limit, claims and appends are serialized with the allocations
   // (setup_lock_), so the headroom check stays exact.

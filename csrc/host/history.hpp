@@ -31,8 +31,8 @@ class History {
   std::vector<HostHistoryEntry> entries() const;  // oldest first
   size_t capacity() const noexcept;
   // Its lock is the innermost of the engine's: fork takes it last.
-  void fork_lock() noexcept { mutex_.lock(); }
-  void fork_unlock() noexcept { mutex_.unlock(); }
+  void fork_lock() noexcept UNIPOOL_ACQUIRE(mutex_) { mutex_.lock(); }
+  void fork_unlock() noexcept UNIPOOL_RELEASE(mutex_) { mutex_.unlock(); }
 
  private:
   mutable Mutex mutex_;

@@ -11,12 +11,14 @@
 #include <atomic>
 #include <cstdint>
 
+#include "core/thread_safety.hpp"
+
 namespace unipool::host {
 
-class Mutex {
+class UNIPOOL_CAPABILITY("mutex") Mutex {
  public:
-  void lock() noexcept { pthread_mutex_lock(&m_); }
-  void unlock() noexcept { pthread_mutex_unlock(&m_); }
+  void lock() noexcept UNIPOOL_ACQUIRE() { pthread_mutex_lock(&m_); }
+  void unlock() noexcept UNIPOOL_RELEASE() { pthread_mutex_unlock(&m_); }
 
  private:
   pthread_mutex_t m_ = PTHREAD_MUTEX_INITIALIZER;
@@ -37,14 +39,14 @@ inline void cpu_relax() noexcept {
 // code and its TLB entries cold, and the profile of hakmem_mixed put ~13% of
 // the run on the entries of pthread_mutex_trylock/lock/unlock. Never
 // allocates; the fork handlers may take and drop it from outside.
-class FutexMutex {
+class UNIPOOL_CAPABILITY("mutex") FutexMutex {
  public:
-  void lock() noexcept {
+  void lock() noexcept UNIPOOL_ACQUIRE() {
     uint32_t s = 0;
     if (state_.compare_exchange_strong(s, 1, std::memory_order_acquire, std::memory_order_relaxed)) return;
     lock_slow(s);
   }
-  void unlock() noexcept {
+  void unlock() noexcept UNIPOOL_RELEASE() {
     if (state_.exchange(0, std::memory_order_release) == 2) {
       syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
     }
@@ -69,10 +71,10 @@ class FutexMutex {
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
 
 template <class M>
-class BasicLockGuard {
+class UNIPOOL_SCOPED_CAPABILITY BasicLockGuard {
  public:
-  explicit BasicLockGuard(M& m) noexcept : m_(m) { m_.lock(); }
-  ~BasicLockGuard() { m_.unlock(); }
+  explicit BasicLockGuard(M& m) noexcept UNIPOOL_ACQUIRE(m) : m_(m) { m_.lock(); }
+  ~BasicLockGuard() UNIPOOL_RELEASE() { m_.unlock(); }
   BasicLockGuard(const BasicLockGuard&) = delete;
   BasicLockGuard& operator=(const BasicLockGuard&) = delete;
 
@@ -82,10 +84,10 @@ class BasicLockGuard {
 
 using FutexGuard = BasicLockGuard<FutexMutex>;
 
-class LockGuard {
+class UNIPOOL_SCOPED_CAPABILITY LockGuard {
  public:
-  explicit LockGuard(Mutex& m) noexcept : m_(m) { m_.lock(); }
-  ~LockGuard() { m_.unlock(); }
+  explicit LockGuard(Mutex& m) noexcept UNIPOOL_ACQUIRE(m) : m_(m) { m_.lock(); }
+  ~LockGuard() UNIPOOL_RELEASE() { m_.unlock(); }
   LockGuard(const LockGuard&) = delete;
   LockGuard& operator=(const LockGuard&) = delete;
 

@@ -70,8 +70,8 @@ class RegionPinner final : public backend::HostPinner {
   }
 
   // fork(): held across it by Engine::fork_prepare / fork_release.
-  void fork_lock() noexcept { lock_.lock(); }
-  void fork_unlock() noexcept { lock_.unlock(); }
+  void fork_lock() noexcept UNIPOOL_ACQUIRE(lock_) { lock_.lock(); }
+  void fork_unlock() noexcept UNIPOOL_RELEASE(lock_) { lock_.unlock(); }
 
  private:
   // A hook that throws must not break the pool's books (its callers are

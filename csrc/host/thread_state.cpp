@@ -52,19 +52,20 @@ void make_key() noexcept { g_key_ok = pthread_key_create(&g_exit_key, on_thread_
 
 // ---- fork: every lock of every pool is taken before fork, so the child
 // never inherits a lock some vanished thread held mid-update.
-void fork_prepare() noexcept {
+// The registry lock is held from fork_prepare to fork_parent / fork_child.
+UNIPOOL_NO_THREAD_SAFETY_ANALYSIS void fork_prepare() noexcept {
   g_registry_lock.lock();
   for (uint32_t i = 1; i < kMaxEngines; ++i) {
     if (g_slots[i].engine) g_slots[i].engine->fork_prepare();
   }
 }
-void fork_parent() noexcept {
+UNIPOOL_NO_THREAD_SAFETY_ANALYSIS void fork_parent() noexcept {
   for (uint32_t i = kMaxEngines; i-- > 1;) {
     if (g_slots[i].engine) g_slots[i].engine->fork_release(false);
   }
   g_registry_lock.unlock();
 }
-void fork_child() noexcept {
+UNIPOOL_NO_THREAD_SAFETY_ANALYSIS void fork_child() noexcept {
   for (uint32_t i = kMaxEngines; i-- > 1;) {
     if (g_slots[i].engine) g_slots[i].engine->fork_release(true);
   }
