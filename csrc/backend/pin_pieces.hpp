@@ -29,7 +29,9 @@ struct PinProgress {
 
 // Pins [base, base + bytes) piece by piece, first to last, and stops at the
 // first piece that fails; the pieces before it stay pinned.
-PinProgress pin_pieces(HostPinner& pinner, char* base, uint64_t bytes, uint64_t piece) noexcept;
+// An exception from the pinner passes through (the KV arena's constructor
+// undoes what was pinned and rethrows).
+PinProgress pin_pieces(HostPinner& pinner, char* base, uint64_t bytes, uint64_t piece);
 
 // Unpins the pieces of [base, base + bytes) that pin_pieces() pinned (bytes:
 // its pinned_bytes, or the whole range).

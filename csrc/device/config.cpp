@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/align.hpp"
 #include "unipool/device_config.hpp"
 #include "unipool/device_error.hpp"
 
@@ -110,7 +111,7 @@ void apply(DevicePoolConfig& c, std::string_view key, std::string_view value) {
   } else if (key == "sim_granularity") {
     c.sim_granularity = parse_size(key, value);
     const uint64_t g = c.sim_granularity;
-    if (g < 4096 || (g & (g - 1)) != 0) bad(key, value, "a power of two of at least 4 KiB");
+    if (g < 4096 || !is_power_of_two(g)) bad(key, value, "a power of two of at least 4 KiB");
   } else if (key == "sim_accessible") {
     c.sim_accessible = parse_bool(key, value);
   } else {

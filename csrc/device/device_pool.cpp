@@ -54,7 +54,7 @@ DevicePool::Impl::Impl(std::shared_ptr<DeviceBackend> backend_in, int device_in,
                                                     backend->name() + "' has no virtual memory management");
   }
   granule = backend->granularity(device);
-  if (granule < device::kBlockAlign || (granule & (granule - 1)) != 0) {
+  if (granule < device::kBlockAlign || !is_power_of_two(granule)) {
     throw DevicePoolError(Status::bad_argument, "unipool: backend granularity " + std::to_string(granule) +
                                                     " is not a power of two >= 512");
   }

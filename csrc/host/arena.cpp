@@ -180,11 +180,8 @@ Status Arena::pin_growth(char* start, uint64_t bytes, const ArenaSettings& setti
     ++delta->pin_failures;
     const uint64_t n = bytes - done < piece ? bytes - done : piece;
     if (settings.pinned == HostPinned::on) {
-      // Never hand out memory as pinned that is not: undo the whole growth
-      // (the first failure stops, so every piece before it is pinned).
-      backend::unpin_pieces(*settings.pinner, start, done, piece);
-      for (uint64_t c = first; c < first + done / chunk_; ++c) chunks_[c] = kUncommitted;
-      backend::os::uncommit(start, bytes);
+      // Never hand out memory as pinned that is not: undo the whole growth.
+      undo_growth(start, bytes, settings, delta);
       why->add("pinning ")
           .add_dec(n)
           .add(" bytes at ")
@@ -198,6 +195,16 @@ Status Arena::pin_growth(char* start, uint64_t bytes, const ArenaSettings& setti
     done += n;
   }
   return Status::ok;
+}
+
+void Arena::undo_growth(char* start, uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta) noexcept {
+  const uint64_t first = static_cast<uint64_t>(start - base_) / chunk_;
+  for (uint64_t c = first; c < first + bytes / chunk_; ++c) {
+    if (settings.pinner != nullptr && (chunks_[c] & kRegistrationStart)) settings.pinner->unpin(base_ + c * chunk_);
+    if (state(c) == kPinFailed) delta->pageable_fallback -= chunk_;
+    chunks_[c] = kUncommitted;
+  }
+  backend::os::uncommit(start, bytes);
 }
 
 Status Arena::grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta, Message* why) noexcept {
@@ -223,6 +230,7 @@ Status Arena::grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* de
   {
     InternalScope internal;
     if (ranges_->extend(bytes) != Status::ok) {
+      undo_growth(start, bytes, settings, delta);
       why->add("the arena's range allocator could not grow");
       return Status::out_of_space;
     }
@@ -234,7 +242,8 @@ Status Arena::grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* de
   delta->pinned += static_cast<int64_t>(newly_pinned);
   if (settings.pinner != nullptr) {
     // What an allocation had to pin itself, the pinning thread keeps ahead.
-    const uint64_t target = bytes < settings.max_pin ? bytes : settings.max_pin / chunk_ * chunk_;
+    const uint64_t one_registration = backend::pin_piece_bytes(settings.max_pin, chunk_);
+    const uint64_t target = bytes < settings.max_pin ? bytes : one_registration;
     if (target > ahead_target_) ahead_target_ = target;
     ahead_failed_ = false;
   }

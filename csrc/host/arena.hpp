@@ -158,6 +158,9 @@ class alignas(64) Arena {
   Status grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta, Message* why) noexcept;
   Status pin_growth(char* start, uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta,
                     Message* why) noexcept;
+  // Gives a growth back that cannot be handed out: pieces unpinned, chunks
+  // uncommitted, the pageable bytes it counted taken off again.
+  void undo_growth(char* start, uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta) noexcept;
   void recommit(uint64_t offset, uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta) noexcept;
   uint8_t state(uint64_t chunk) const noexcept { return chunks_[chunk] & kStateMask; }
   void set_state(uint64_t chunk, uint8_t s) noexcept {

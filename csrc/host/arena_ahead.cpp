@@ -6,6 +6,7 @@
 #include "host/arena.hpp"
 
 #include "backend/host_pinner.hpp"
+#include "backend/pin_pieces.hpp"
 #include "host/thread_state.hpp"
 
 namespace unipool::host {
@@ -14,8 +15,8 @@ uint64_t Arena::ahead_wanted(const ArenaSettings& settings, uint64_t headroom) c
   if (settings.pinner == nullptr || pending_ != 0 || ahead_failed_ || meta_ == nullptr) return 0;
   const uint64_t trailing = ranges_->trailing_free();
   if (trailing >= ahead_target_) return 0;
-  uint64_t bytes = (ahead_target_ - trailing + chunk_ - 1) / chunk_ * chunk_;
-  const uint64_t one_registration = settings.max_pin / chunk_ * chunk_;
+  uint64_t bytes = round_up(ahead_target_ - trailing, chunk_);
+  const uint64_t one_registration = backend::pin_piece_bytes(settings.max_pin, chunk_);
   if (bytes > one_registration) bytes = one_registration;
   if (bytes > reserved_ - committed_end_) bytes = (reserved_ - committed_end_) / chunk_ * chunk_;
   if (bytes > headroom) bytes = headroom / chunk_ * chunk_;

@@ -10,7 +10,8 @@
 // Mapping, pinning and unmapping, and the pool's byte gauges, stay the
 // engine's (engine_huge.cpp): this type only keeps the books. Its lock is
 // the last the engine takes (engine.hpp), held for table and cache updates,
-// and across the mremap of a resize (update()).
+// and across the mremap of a resize (update()); nothing is unmapped or
+// unpinned under it.
 #pragma once
 
 #include <atomic>
@@ -109,10 +110,15 @@ bool HugeBlocks::update(const void* p, Change&& change) noexcept {
 
 template <class F>
 void HugeBlocks::drain(F&& f) noexcept {
-  LockGuard guard(lock_);
-  table_.for_each(f);
-  table_.release();
-  count_.store(0, std::memory_order_relaxed);
+  HugeTable taken;
+  {
+    LockGuard guard(lock_);
+    taken = table_;  // the slots move over; f runs without the lock
+    table_ = HugeTable{};
+    count_.store(0, std::memory_order_relaxed);
+  }
+  taken.for_each(f);
+  taken.release();
 }
 
 }  // namespace unipool::host

@@ -85,7 +85,7 @@ struct alignas(64) Page {
     return xfree.exchange(nullptr, std::memory_order_acquire);
   }
   uint64_t* free_bitmap() const noexcept {
-    const uintptr_t segment = reinterpret_cast<uintptr_t>(this) & ~((uint64_t{1} << kSegmentShift) - 1);
+    const uintptr_t segment = align_down(reinterpret_cast<uintptr_t>(this), kSegmentSize);
     return reinterpret_cast<uint64_t*>(segment + kSegmentBitmapsOffset + uint64_t{index} * kBitmapBytes);
   }
   uint32_t index_of(const void* p) const noexcept {
@@ -159,7 +159,7 @@ struct Segment {
   alignas(64) Page pages[kMaxPagesPerSegment];
 
   static Segment* of(const void* p) noexcept {
-    return reinterpret_cast<Segment*>(reinterpret_cast<uintptr_t>(p) & ~(kSegmentSize - 1));
+    return reinterpret_cast<Segment*>(align_down(reinterpret_cast<uintptr_t>(p), kSegmentSize));
   }
   Page* page_of(const void* p) noexcept {
     return &pages[(reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(this)) >> page_shift];

@@ -97,7 +97,7 @@ KVBlockPool::KVBlockPool(const KVBlockPoolOptions& options) : state_(std::make_u
     throw std::invalid_argument("KVBlockPool: num_blocks must be in 1 .. 2^31 (got " +
                                 std::to_string(options.num_blocks) + ")");
   }
-  if (align == 0 || (align & (align - 1)) != 0 || align > (uint64_t{1} << 21)) {
+  if (!is_power_of_two(align) || align > (uint64_t{1} << 21)) {
     throw std::invalid_argument("KVBlockPool: alignment must be a power of two <= 2 MiB");
   }
   if (options.max_pin < (uint64_t{2} << 20)) throw std::invalid_argument("KVBlockPool: max_pin must be >= 2 MiB");

@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_backends.hpp"
 #include "backend/cuda/cuda_status.hpp"
 #include "backend/cuda/device_guard.hpp"
+#include "core/align.hpp"
 
 namespace unipool::backend::cuda {
 
@@ -97,7 +98,7 @@ uint64_t CudaVmmBackend::granularity_locked(int device) {
     return 0;
   }
   const uint64_t wanted = std::max<uint64_t>(recommended, kMinGranularity);
-  cached = (wanted + minimum - 1) / minimum * minimum;
+  cached = round_up(wanted, minimum);
   return cached;
 }
 
@@ -142,7 +143,7 @@ BackendStatus CudaVmmBackend::allocate(int device, uint64_t bytes, void** out) {
   void* base = nullptr;
   DeviceGuard guard(device);
   if (!guard.ok()) return guard.status();
-  if (BackendStatus status = reserve_locked(device, (bytes + g - 1) / g * g, true, &base); !status.is_ok()) {
+  if (BackendStatus status = reserve_locked(device, round_up(bytes, g), true, &base); !status.is_ok()) {
     return status;
   }
   const auto it = reservations_.find(reinterpret_cast<uintptr_t>(base));

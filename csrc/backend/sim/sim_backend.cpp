@@ -1,5 +1,6 @@
 // unipool backend "sim": a simulated device whose memory is PROT_NONE address
 // space. Plain C++ and POSIX; no CUDA anywhere.
+#include "core/align.hpp"
 #include "unipool/device_sim_backend.hpp"
 
 #include <sys/mman.h>
@@ -30,8 +31,7 @@ SimBackend::SimBackend(SimBackendOptions options) : options_(options) {
     throw std::invalid_argument("unipool::SimBackend: devices must be in 1..64, got " +
                                 std::to_string(options_.devices));
   }
-  if (options_.granularity == 0 || (options_.granularity & (options_.granularity - 1)) != 0 ||
-      options_.granularity % 4096 != 0) {
+  if (!is_power_of_two(options_.granularity) || options_.granularity % 4096 != 0) {
     throw std::invalid_argument("unipool::SimBackend: granularity must be a power of two >= 4096");
   }
   // Not one granule would fit: every allocation would fail while the device
