@@ -182,6 +182,8 @@ class Engine {
   // ---- small and middle (engine_small.cpp, engine_pages.cpp) ----
   Heap* heap_for_thread() noexcept;
   void* heap_alloc_slow(Heap* heap, uint32_t cls) noexcept;
+  template <class Queue>
+  void* alloc_from_queue(Queue& q) noexcept;  // heap_alloc_slow's and shared_alloc's loop
   void heap_free_slow(Heap* heap, Page* page) noexcept;
   void shed_page(Heap* heap, Page* page) noexcept;
   void* shared_alloc(uint32_t cls) noexcept;

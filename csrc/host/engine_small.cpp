@@ -74,14 +74,16 @@ void Engine::maybe_flush_class(Heap* heap, uint32_t cls) noexcept {
   if (bytes >= kFlushBytes || bytes <= -kFlushBytes) flush_class(heap, cls);
 }
 
-void* Engine::heap_alloc_slow(Heap* heap, uint32_t cls) noexcept {
-  HeapClassHot& hot = heap->hot[cls];
-  HeapClassLists& lists = heap->lists[cls];
-  const uint64_t bit = uint64_t{1} << cls;
-  maybe_flush_class(heap, cls);
-  Page* page = hot.page;
-  // An allocation that finds a damaged block fails (Status::corrupted), even
-  // where other blocks could serve it: the caller learns of the corruption.
+// The one loop behind heap_alloc_slow and shared_alloc: a block from the
+// queue's current page; else its next page with free blocks; else, when a
+// remote free landed on a full page since the last look, the full pages that
+// got some; else a new page. An allocation that finds a damaged block fails
+// (Status::corrupted), even where other blocks could serve it: the caller
+// learns of the corruption. What differs between a thread's heap and the
+// shared lists is the Queue's (see the two below).
+template <class Queue>
+void* Engine::alloc_from_queue(Queue& q) noexcept {
+  Page* page = q.current();
   bool damaged = false;
   for (;;) {
     if (page != &g_empty_page) {
@@ -90,41 +92,66 @@ void* Engine::heap_alloc_slow(Heap* heap, uint32_t cls) noexcept {
       if (page->free == nullptr) extend_page(page);
       if (page->free != nullptr) {
         Block* b = pop_block(page);  // nullptr: a damaged block, reported
-        if (b != nullptr) bump(hot.allocs);
+        if (b != nullptr) q.count_alloc();
         return b;
       }
-      lists.avail.remove(page);
+      q.lists().avail.remove(page);
+      q.avail_changed(-1);
       page->in_full = 1;
-      lists.full.push(page);
+      q.lists().full.push(page);
     }
-    if (heap->remote_mask.load(std::memory_order_relaxed) & bit) {
-      heap->remote_mask.fetch_and(~bit, std::memory_order_acq_rel);
-      for (Page* p = lists.full.head; p != nullptr;) {
+    if (q.take_remote_hint()) {
+      for (Page* p = q.lists().full.head; p != nullptr;) {
         Page* next = p->next;
         if (p->xfree.load(std::memory_order_relaxed) != nullptr && collect_remote(p, &damaged) > 0) {
-          lists.full.remove(p);
+          q.lists().full.remove(p);
           p->in_full = 0;
-          lists.avail.push(p);
+          q.lists().avail.push(p);
+          q.avail_changed(+1);
         }
         p = next;
       }
       if (damaged) return nullptr;
     }
-    page = lists.avail.head;
-    if (page != nullptr) {
-      hot.page = page;
-      continue;
-    }
-    flush_class(heap, cls);
-    page = acquire_page(heap, cls);
+    page = q.lists().avail.head;
     if (page == nullptr) {
-      hot.page = &g_empty_page;
-      return nullptr;
+      page = q.refill();
+      if (page == nullptr) {
+        q.current() = &g_empty_page;
+        return nullptr;
+      }
+      q.lists().avail.push(page);
+      q.avail_changed(+1);
     }
-    lists.avail.push(page);
-    hot.page = page;
-    bump(lists.refills);
+    q.current() = page;
   }
+}
+
+void* Engine::heap_alloc_slow(Heap* heap, uint32_t cls) noexcept {
+  // A thread's heap: its own lists, remote frees flagged by a bit per class.
+  struct HeapQueue {
+    Engine& engine;
+    Heap* heap;
+    uint32_t cls;
+    Page*& current() { return heap->hot[cls].page; }
+    HeapClassLists& lists() { return heap->lists[cls]; }
+    void count_alloc() { bump(heap->hot[cls].allocs); }
+    void avail_changed(int) {}
+    bool take_remote_hint() {
+      const uint64_t bit = uint64_t{1} << cls;
+      if ((heap->remote_mask.load(std::memory_order_relaxed) & bit) == 0) return false;
+      heap->remote_mask.fetch_and(~bit, std::memory_order_acq_rel);
+      return true;
+    }
+    Page* refill() {
+      engine.flush_class(heap, cls);
+      Page* page = engine.acquire_page(heap, cls);
+      if (page != nullptr) bump(lists().refills);
+      return page;
+    }
+  } queue{*this, heap, cls};
+  maybe_flush_class(heap, cls);
+  return alloc_from_queue(queue);
 }
 
 void Engine::heap_free_slow(Heap* heap, Page* page) noexcept {
@@ -165,57 +192,30 @@ void Engine::shed_page(Heap* heap, Page* page) noexcept {
 // ---- the shared class lists ---------------------------------------------------
 
 void* Engine::shared_alloc(uint32_t cls) noexcept {
-  SharedClass& sc = shared_[cls];
-  LockGuard lock(sc.lock);
-  Page* page = sc.page;
-  bool damaged = false;  // as in heap_alloc_slow
-  for (;;) {
-    if (page != &g_empty_page) {
-      if (page->free == nullptr) collect_remote(page, &damaged);
-      if (damaged) return nullptr;
-      if (page->free == nullptr) extend_page(page);
-      if (page->free != nullptr) {
-        Block* b = pop_block(page);  // nullptr: a damaged block, reported
-        if (b == nullptr) return nullptr;
-        bump(sc.allocs);
-        requested_.add(kClassSize[cls]);
-        allocated_.add(kClassSize[cls]);
-        small_flushed_.fetch_add(kClassSize[cls], std::memory_order_relaxed);
-        return b;
-      }
-      sc.avail.remove(page);
-      sc.adoptable.fetch_sub(1, std::memory_order_relaxed);
-      page->in_full = 1;
-      sc.full.push(page);
+  // The shared lists: under the class's lock, adoptable pages counted, the
+  // pool's gauges moved at each allocation (no heap folds them later).
+  struct SharedQueue {
+    Engine& engine;
+    SharedClass& sc;
+    uint32_t cls;
+    Page*& current() { return sc.page; }
+    SharedClass& lists() { return sc; }
+    void count_alloc() {
+      bump(sc.allocs);
+      engine.requested_.add(kClassSize[cls]);
+      engine.allocated_.add(kClassSize[cls]);
+      engine.small_flushed_.fetch_add(kClassSize[cls], std::memory_order_relaxed);
     }
-    if (sc.remote_hint.exchange(false, std::memory_order_acq_rel)) {
-      for (Page* p = sc.full.head; p != nullptr;) {
-        Page* next = p->next;
-        if (p->xfree.load(std::memory_order_relaxed) != nullptr && collect_remote(p, &damaged) > 0) {
-          sc.full.remove(p);
-          p->in_full = 0;
-          sc.avail.push(p);
-          sc.adoptable.fetch_add(1, std::memory_order_relaxed);
-        }
-        p = next;
-      }
-      if (damaged) return nullptr;
+    void avail_changed(int delta) { sc.adoptable.fetch_add(static_cast<uint32_t>(delta), std::memory_order_relaxed); }
+    bool take_remote_hint() { return sc.remote_hint.exchange(false, std::memory_order_acq_rel); }
+    Page* refill() {
+      Page* page = engine.acquire_page(nullptr, cls);
+      if (page != nullptr) sc.refills.fetch_add(1, std::memory_order_relaxed);
+      return page;
     }
-    page = sc.avail.head;
-    if (page != nullptr) {
-      sc.page = page;
-      continue;
-    }
-    page = acquire_page(nullptr, cls);
-    if (page == nullptr) {
-      sc.page = &g_empty_page;
-      return nullptr;
-    }
-    sc.avail.push(page);
-    sc.adoptable.fetch_add(1, std::memory_order_relaxed);
-    sc.page = page;
-    sc.refills.fetch_add(1, std::memory_order_relaxed);
-  }
+  } queue{*this, shared_[cls], cls};
+  LockGuard lock(shared_[cls].lock);
+  return alloc_from_queue(queue);
 }
 
 // ---- frees that the fast path did not take --------------------------------------
