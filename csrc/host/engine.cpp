@@ -134,13 +134,12 @@ Engine::~Engine() {
   // and the arenas unregister what it pinned with the rest.
   stop_pin_thread();
   registry_remove(registry_slot_);
-  deferred_.for_each([](const DeferredEntry& e) {
+  deferred_.drain([](const DeferredEntry& e) {
     try {
       e.source->release(e.fence);
     } catch (...) {
     }
   });
-  deferred_.release();
   huge_.drain([this](const HugeEntry& e) { unmap_huge(reinterpret_cast<char*>(e.ptr), e.map_bytes, e.pinned); });
   drop_huge_cache();
   for (uint32_t i = 0; i < arena_count_.load(std::memory_order_relaxed); ++i) arenas_[i].destroy(arena_settings_);
@@ -285,7 +284,7 @@ void* Engine::reallocate(void* p, size_t size) noexcept {
 
 Status Engine::free_slow(void* p) noexcept {
   if (p == nullptr) return Status::ok;
-  if (deferred_count_.load(std::memory_order_relaxed) != 0 && is_deferred(p)) {
+  if (deferred_.count() != 0 && is_deferred(p)) {
     return misuse("free of a block already freed with free_after (double free)", p);
   }
   return free_located(p);
@@ -324,7 +323,7 @@ Engine::Footprint Engine::footprint(const void* p) const noexcept {
 
 size_t Engine::usable_size(const void* p) const noexcept {
   if (p == nullptr) return 0;
-  if (deferred_count_.load(std::memory_order_relaxed) != 0 && is_deferred(p)) return 0;
+  if (deferred_.count() != 0 && is_deferred(p)) return 0;
   const Located loc = locate(p);
   if (loc.kind == Kind::small) {
     // No error recorded here: asking is not misuse.
@@ -409,7 +408,7 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS void Engine::fork_prepare() noexcept {
   setup_lock_.lock();
   for (const Arena& a : arenas_) a.mutex().lock();
   huge_.lock().lock();
-  deferred_lock_.lock();
+  deferred_.lock().lock();
   pthread_mutex_lock(&pin_.lock);
   if (regions_ != nullptr) regions_->fork_lock();
   history_.fork_lock();
@@ -419,7 +418,7 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS void Engine::fork_release(bool child) noexcept
   history_.fork_unlock();
   if (regions_ != nullptr) regions_->fork_unlock();
   pin_thread_after_fork(child);  // unlocks pin_.lock
-  deferred_lock_.unlock();
+  deferred_.lock().unlock();
   huge_.lock().unlock();
   for (uint32_t i = kMaxArenas; i-- > 0;) arenas_[i].mutex().unlock();
   setup_lock_.unlock();

@@ -9,7 +9,7 @@
 // Locks, always taken in this order: registry (thread_state.cpp) -> heaps_lock_
 // -> shared_[c].lock -> pages_lock_ -> setup_lock_ -> arenas_[i].mutex (one at
 // a time; several only in validate() and fork, by index) -> huge_.lock();
-// deferred_lock_ and pin_.lock are never held while another is taken; the
+// deferred_.lock() and pin_.lock are never held while another is taken; the
 // region pinner's lock (region_pinner.hpp) comes after any of the others but
 // the history's lock (history.hpp), which is taken last of all, under any of them. The fast paths of
 // engine_fast.hpp take none.
@@ -21,6 +21,7 @@
 #include <string>
 
 #include "host/arena.hpp"
+#include "host/deferred_frees.hpp"
 #include "host/errors.hpp"
 #include "host/heap.hpp"
 #include "host/history.hpp"
@@ -312,7 +313,7 @@ class Engine {
   bool validate_pages(const int64_t live[kNumClasses], Message* why) const;
   int64_t free_list_length(const Page& page, const Block* head, bool local, Message* why) const;
   bool is_deferred(const void* p) const noexcept;
-  void refresh_fast_span() noexcept UNIPOOL_REQUIRES(deferred_lock_);
+  void refresh_fast_span() noexcept UNIPOOL_REQUIRES(deferred_.lock());
   // A live block's footprint (what it holds of the pool) and the size its
   // user asked for; {0, 0} if it is not live.
   struct Footprint {
@@ -338,7 +339,7 @@ class Engine {
   std::atomic<const std::atomic<uint8_t>*> arena0_slots_{nullptr};
 
   alignas(64) HostPoolConfig config_;
-  uint64_t arena0_reserved_ = 0;  // under deferred_lock_
+  uint64_t arena0_reserved_ = 0;  // under deferred_.lock()
   uint64_t huge_threshold_ = 0;
   bool tiny_address_space_ = false;  // shrink_for_address_space() ran
   uint64_t heap_cache_limit_ = 0;   // empty-page bytes a heap keeps
@@ -379,10 +380,7 @@ class Engine {
   HugeBlocks huge_;  // the books of huge blocks and their cache
 
   // Deferred frees (see fast_span_).
-  mutable Mutex deferred_lock_;
-  DeferredTable deferred_;
-  std::atomic<uint64_t> deferred_count_{0};
-  std::atomic<uint64_t> slow_ticks_{0};
+  DeferredFrees deferred_;  // the records of deferred frees
 
   // Counters.
   Gauge requested_, allocated_, committed_, pinned_, deferred_bytes_;

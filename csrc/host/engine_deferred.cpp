@@ -1,27 +1,22 @@
-// unipool host: deferred frees. A block freed with free_after() stays out of
-// reuse until its fence completes (an async copy may still read it). Nothing
-// is written into the block meanwhile: the record lives in a side table, and
-// while any record exists the fast free path steps aside so a second free of
-// the block is caught.
+// unipool host: deferred frees (the records: deferred_frees.hpp). While any
+// record exists the fast free path steps aside (fast_span_ is 0), so a second
+// free of the block is caught; a completed one is freed here and leaves the
+// pool's deferred figures.
 #include "host/engine.hpp"
 
 namespace unipool::host {
 
 void Engine::refresh_fast_span() noexcept {
-  fast_span_.store(deferred_count_.load(std::memory_order_relaxed) == 0 ? arena0_reserved_ : 0,
-                   std::memory_order_seq_cst);
+  fast_span_.store(deferred_.count() == 0 ? arena0_reserved_ : 0, std::memory_order_seq_cst);
 }
 
-bool Engine::is_deferred(const void* p) const noexcept {
-  LockGuard lock(deferred_lock_);
-  return deferred_.find(reinterpret_cast<uintptr_t>(p)) != nullptr;
-}
+bool Engine::is_deferred(const void* p) const noexcept { return deferred_.contains(p); }
 
 Status Engine::free_after(void* p, FenceSource& source, FenceId fence) noexcept {
   if (p == nullptr || fence == kNoFence) {
     return fail(Status::bad_argument, "unipool host pool: free_after needs a block and a fence");
   }
-  if (deferred_count_.load(std::memory_order_relaxed) != 0 && is_deferred(p)) {
+  if (deferred_.count() != 0 && is_deferred(p)) {
     return misuse("free_after of a block already freed with free_after (double free)", p);
   }
   const Located loc = locate(p);
@@ -40,11 +35,10 @@ Status Engine::free_after(void* p, FenceSource& source, FenceId fence) noexcept 
   entry.bytes = held.bytes;
   entry.requested = held.requested;
   {
-    LockGuard lock(deferred_lock_);
-    if (!deferred_.insert(entry)) {
+    LockGuard lock(deferred_.lock());
+    if (!deferred_.add_locked(entry)) {
       return fail(Status::out_of_space, "unipool host pool: no memory for the deferred-free table");
     }
-    deferred_count_.fetch_add(1, std::memory_order_relaxed);
     refresh_fast_span();
   }
   deferred_bytes_.add(static_cast<int64_t>(held.bytes));
@@ -59,19 +53,9 @@ size_t Engine::collect_deferred() noexcept {
     DeferredEntry ready[kBatch];
     uint32_t n = 0;
     {
-      LockGuard lock(deferred_lock_);
-      if (deferred_.size() == 0) return total;
-      deferred_.erase_if([&](const DeferredEntry& e) {
-        if (n == kBatch) return false;
-        bool done = true;  // a source that throws on its fence has lost it: treat as done
-        try {
-          done = e.source->completed(e.fence);
-        } catch (...) {
-        }
-        if (done) ready[n++] = e;
-        return done;
-      });
-      deferred_count_.fetch_sub(n, std::memory_order_relaxed);
+      LockGuard lock(deferred_.lock());
+      if (deferred_.count() == 0) return total;
+      n = deferred_.take_completed_locked(ready, kBatch);
       refresh_fast_span();
     }
     for (uint32_t i = 0; i < n; ++i) {
@@ -89,9 +73,7 @@ size_t Engine::collect_deferred() noexcept {
 }
 
 void Engine::maybe_collect_deferred() noexcept {
-  if (deferred_count_.load(std::memory_order_relaxed) == 0) return;
-  // Every 64th slow path: the scan is O(deferred blocks).
-  if (slow_ticks_.fetch_add(1, std::memory_order_relaxed) % 64 == 0) collect_deferred();
+  if (deferred_.due()) collect_deferred();
 }
 
 }  // namespace unipool::host

@@ -84,7 +84,7 @@ bool Engine::add_arena(Message* why) noexcept {
   if (count == 0) {
     arena0_slots_.store(arenas_[0].slots(), std::memory_order_relaxed);
     arena0_base_.store(reinterpret_cast<uintptr_t>(arenas_[0].base()), std::memory_order_release);
-    LockGuard deferred(deferred_lock_);
+    LockGuard deferred(deferred_.lock());
     arena0_reserved_ = arenas_[0].reserved();
     refresh_fast_span();
   }

@@ -121,7 +121,7 @@ void Engine::fill_bytes(HostPoolStats& st, const LiveSums& live, const SegmentSu
 
 void Engine::fill_counters(HostPoolStats& st, const LiveSums& live) const noexcept {
   constexpr auto relaxed = std::memory_order_relaxed;
-  st.deferred_blocks = deferred_count_.load(relaxed);
+  st.deferred_blocks = deferred_.count();
   st.large_blocks = large_count_.load(relaxed) + static_cast<uint64_t>(live.large.blocks);
   st.huge_blocks = huge_.count();
   st.huge_cache_hits = huge_.hits();

@@ -277,13 +277,8 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::validate_paused(std::string* why_
     }
   }
   if (ok) {
-    LockGuard lock(deferred_lock_);
-    uint64_t bytes = 0, count = 0;
-    deferred_.for_each([&](const DeferredEntry& e) {
-      bytes += e.bytes;
-      ++count;
-    });
-    if (count != deferred_count_.load(std::memory_order_relaxed) || bytes != deferred_bytes_.get()) {
+    const DeferredTally deferred = deferred_.tally();
+    if (deferred.blocks != deferred_.count() || deferred.bytes != deferred_bytes_.get()) {
       ok = bad(&why, "deferred: count or bytes differ from a recount");
     }
   }

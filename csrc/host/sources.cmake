@@ -4,6 +4,7 @@ list(APPEND UNIPOOL_SOURCES
   host/arena.cpp
   host/arena_ahead.cpp
   host/config.cpp
+  host/deferred_frees.cpp
   host/engine.cpp
   host/engine_corruption.cpp
   host/engine_deferred.cpp
