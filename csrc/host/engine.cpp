@@ -179,7 +179,7 @@ Engine::Located Engine::locate(const void* p) const noexcept {
 }
 
 Status Engine::misuse(const char* what, const void* p) const noexcept {
-  misuse_count_.fetch_add(1, std::memory_order_relaxed);
+  counters_.misuse.fetch_add(1, std::memory_order_relaxed);
   return fail(Status::not_live, Message{}.add("unipool host pool: ").add(what).add(" (pointer ").add_ptr(p).add(")"));
 }
 
@@ -385,7 +385,7 @@ void Engine::trim() noexcept {
     FutexGuard lock(arenas_[i].mutex());
     arenas_[i].trim(0, &delta);
   }
-  apply(delta);
+  counters_.apply(delta);
 }
 
 PinningState Engine::pinning_state() const noexcept {
@@ -394,7 +394,7 @@ PinningState Engine::pinning_state() const noexcept {
   // allocation of a pool that cannot pin would be a promise it cannot keep.
   const_cast<Engine*>(this)->ensure_pinner();
   if (!pin_available_) return PinningState::pageable_no_gpu;
-  if (pin_failures_.load(std::memory_order_relaxed) != 0) return PinningState::partially_pinned;
+  if (counters_.pin_failures.load(std::memory_order_relaxed) != 0) return PinningState::partially_pinned;
   return PinningState::pinned;
 }
 

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "host/arena.hpp"
+#include "host/counters.hpp"
 #include "host/deferred_frees.hpp"
 #include "host/errors.hpp"
 #include "host/heap.hpp"
@@ -67,23 +68,6 @@ struct LargeHeader {
 static_assert(sizeof(LargeHeader) <= kLargeHeader);
 inline constexpr uintptr_t kLargeLive = 0x756e69706f6f6c4cull;   // "unipoolL"
 inline constexpr uintptr_t kLargeFreed = 0x756e69706f6f6c46ull;  // "unipoolF"
-
-// A counter with a high-water mark.
-struct Gauge {
-  std::atomic<int64_t> now{0};
-  std::atomic<int64_t> peak{0};
-  void add(int64_t delta) noexcept {
-    const int64_t v = now.fetch_add(delta, std::memory_order_relaxed) + delta;
-    observe(v);
-  }
-  void observe(int64_t v) noexcept {
-    int64_t p = peak.load(std::memory_order_relaxed);
-    while (v > p && !peak.compare_exchange_weak(p, v, std::memory_order_relaxed)) {
-    }
-  }
-  uint64_t get() const noexcept { return static_cast<uint64_t>(now.load(std::memory_order_relaxed)); }
-  void reset_peak() noexcept { peak.store(now.load(std::memory_order_relaxed), std::memory_order_relaxed); }
-};
 
 // What arena_allocate() carved, read under the arena's lock.
 struct ArenaGrant {
@@ -236,7 +220,6 @@ class Engine {
   LargeHeader* large_header(Arena* arena, const void* p) const noexcept UNIPOOL_REQUIRES(arena->mutex());
   // The same checks but the range allocator's (no lock): for usable_size().
   const LargeHeader* large_header_unlocked(const Arena* arena, const void* p) const noexcept;
-  void apply(const ArenaDelta& delta) noexcept;
   // A range, from arena `preferred` first, then any other; adds an arena when
   // all are full. Takes each arena's lock in turn.
   Status arena_allocate(uint32_t preferred, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why) noexcept;
@@ -382,17 +365,11 @@ class Engine {
   // Deferred frees (see fast_span_).
   DeferredFrees deferred_;  // the records of deferred frees
 
-  // Counters.
-  Gauge requested_, allocated_, committed_, pinned_, deferred_bytes_;
-  Gauge deferred_requested_;  // the requested sizes behind deferred_bytes_
-  mutable Gauge cached_;
-  std::atomic<int64_t> small_flushed_{0};  // small/middle bytes folded into requested_/allocated_
-  std::atomic<uint64_t> large_count_{0};
-  std::atomic<uint64_t> registrations_{0}, pin_failures_{0}, pageable_bytes_{0}, hugetlb_fallbacks_{0};
+  // The running figures. Mutable: const queries count too (stats()
+  // refreshes `cached`, a misuse report counts itself).
+  mutable HostCounters counters_;
 
   mutable PinThread pin_;
-  mutable std::atomic<uint64_t> misuse_count_{0};
-  mutable std::atomic<uint64_t> corruption_count_{0};
   mutable Message first_corruption_;  // written once, by the report that counted the first
 };
 

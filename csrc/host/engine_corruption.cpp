@@ -17,7 +17,7 @@ void Engine::report_corruption(const Page* page, const Block* block) const noexc
       .add(" was written after it was freed (a ")
       .add_dec(page->block_size)
       .add("-byte block; its free-list link or cookie was overwritten)");
-  if (corruption_count_.fetch_add(1, std::memory_order_relaxed) == 0) first_corruption_ = what;
+  if (counters_.corruption.fetch_add(1, std::memory_order_relaxed) == 0) first_corruption_ = what;
   fail(Status::corrupted, Message{}.add("unipool host pool: ").add(what.c_str()));
   if (CorruptionHandler handler = corruption_handler()) handler(what.c_str());
 }

@@ -41,8 +41,8 @@ Status Engine::free_after(void* p, FenceSource& source, FenceId fence) noexcept 
     }
     refresh_fast_span();
   }
-  deferred_bytes_.add(static_cast<int64_t>(held.bytes));
-  deferred_requested_.add(static_cast<int64_t>(held.requested));
+  counters_.deferred_bytes.add(static_cast<int64_t>(held.bytes));
+  counters_.deferred_requested.add(static_cast<int64_t>(held.requested));
   return Status::ok;
 }
 
@@ -63,8 +63,8 @@ size_t Engine::collect_deferred() noexcept {
         ready[i].source->release(ready[i].fence);
       } catch (...) {
       }
-      deferred_bytes_.add(-static_cast<int64_t>(ready[i].bytes));
-      deferred_requested_.add(-static_cast<int64_t>(ready[i].requested));
+      counters_.deferred_bytes.add(-static_cast<int64_t>(ready[i].bytes));
+      counters_.deferred_requested.add(-static_cast<int64_t>(ready[i].requested));
       free_located(reinterpret_cast<void*>(ready[i].ptr));
     }
     total += n;

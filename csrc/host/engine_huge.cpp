@@ -18,8 +18,8 @@ constexpr uint64_t kHugeTlbPage = uint64_t{2} << 20;
 void Engine::unmap_huge(char* base, uint64_t bytes, bool pinned) noexcept {
   if (pinned && pinner_ != nullptr) backend::unpin_pieces(*pinner_, base, bytes, config_.max_pin);
   backend::os::release(base, bytes);
-  committed_.add(-static_cast<int64_t>(bytes));
-  if (pinned) pinned_.add(-static_cast<int64_t>(bytes));
+  counters_.committed.add(-static_cast<int64_t>(bytes));
+  if (pinned) counters_.pinned.add(-static_cast<int64_t>(bytes));
 }
 
 void Engine::fail_commit(size_t size, uint64_t bytes, const backend::os::CommitResult& c) const noexcept {
@@ -60,8 +60,8 @@ char* Engine::map_huge(size_t size, uint64_t bytes, uint64_t align, bool interna
     fail_commit(size, bytes, c);
     return nullptr;
   }
-  if (c.hugetlb_fallback) hugetlb_fallbacks_.fetch_add(1, std::memory_order_relaxed);
-  committed_.add(static_cast<int64_t>(bytes));
+  if (c.hugetlb_fallback) counters_.hugetlb_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  counters_.committed.add(static_cast<int64_t>(bytes));
   return base;
 }
 
@@ -71,13 +71,13 @@ char* Engine::map_huge(size_t size, uint64_t bytes, uint64_t align, bool interna
 bool Engine::pin_huge(HugeEntry* e) noexcept {
   char* base = reinterpret_cast<char*>(e->ptr);
   const backend::PinProgress p = backend::pin_pieces(*pinner_, base, e->map_bytes, config_.max_pin);
-  registrations_.fetch_add(p.registrations, std::memory_order_relaxed);
+  counters_.registrations.fetch_add(p.registrations, std::memory_order_relaxed);
   if (p.pinned_bytes == e->map_bytes) {
     e->pinned = true;
-    pinned_.add(static_cast<int64_t>(e->map_bytes));
+    counters_.pinned.add(static_cast<int64_t>(e->map_bytes));
     return true;
   }
-  pin_failures_.fetch_add(1, std::memory_order_relaxed);
+  counters_.pin_failures.fetch_add(1, std::memory_order_relaxed);
   backend::unpin_pieces(*pinner_, base, p.pinned_bytes, config_.max_pin);
   const char* error = p.failure.message;
   if (config_.pinned == HostPinned::on) {
@@ -89,7 +89,7 @@ bool Engine::pin_huge(HugeEntry* e) noexcept {
                                    .add(error));
     return false;
   }
-  pageable_bytes_.fetch_add(e->map_bytes, std::memory_order_relaxed);
+  counters_.pageable_bytes.fetch_add(e->map_bytes, std::memory_order_relaxed);
   e->pin_failed = true;
   return true;
 }
@@ -133,12 +133,12 @@ void* Engine::allocate_huge(size_t size, size_t alignment, bool internal, bool* 
   const bool from_cache = !internal && huge_.take_cached(bytes, align, &entry);
   if (!from_cache && !map_new_huge(size, bytes, align, &entry)) return nullptr;
   if (huge_.insert(entry)) {
-    requested_.add(static_cast<int64_t>(size));
-    allocated_.add(static_cast<int64_t>(entry.map_bytes));
+    counters_.requested.add(static_cast<int64_t>(size));
+    counters_.allocated.add(static_cast<int64_t>(entry.map_bytes));
     if (fresh != nullptr) *fresh = !from_cache;
     return reinterpret_cast<void*>(entry.ptr);
   }
-  if (entry.pin_failed) pageable_bytes_.fetch_sub(entry.map_bytes, std::memory_order_relaxed);
+  if (entry.pin_failed) counters_.pageable_bytes.fetch_sub(entry.map_bytes, std::memory_order_relaxed);
   unmap_huge(reinterpret_cast<char*>(entry.ptr), entry.map_bytes, entry.pinned);
   fail(Status::out_of_space, "unipool host pool: no memory for the huge block table");
   return nullptr;
@@ -149,8 +149,8 @@ Status Engine::free_huge(void* p) noexcept {
   if (!huge_.remove(p, &entry)) {
     return misuse("free of a pointer that is not a live block of this pool (foreign, interior or double free)", p);
   }
-  requested_.add(-static_cast<int64_t>(entry.requested));
-  allocated_.add(-static_cast<int64_t>(entry.map_bytes));
+  counters_.requested.add(-static_cast<int64_t>(entry.requested));
+  counters_.allocated.add(-static_cast<int64_t>(entry.map_bytes));
   const HugeMapping freed{reinterpret_cast<char*>(entry.ptr), entry.map_bytes, entry.pinned, entry.pin_failed};
   HugeMapping out[kMaxHugeCache];
   uint32_t n = 0;
@@ -165,7 +165,7 @@ Status Engine::free_huge(void* p) noexcept {
 
 void Engine::unmap_huge_mappings(const HugeMapping* mappings, uint32_t n) noexcept {
   for (uint32_t i = 0; i < n; ++i) {
-    if (mappings[i].pin_failed) pageable_bytes_.fetch_sub(mappings[i].bytes, std::memory_order_relaxed);
+    if (mappings[i].pin_failed) counters_.pageable_bytes.fetch_sub(mappings[i].bytes, std::memory_order_relaxed);
     unmap_huge(mappings[i].base, mappings[i].bytes, mappings[i].pinned);
   }
 }
@@ -189,13 +189,13 @@ void* Engine::resize_huge(void* p, size_t size) noexcept {
       void* moved = backend::os::resize(p, entry.map_bytes, bytes);
       if (moved == nullptr) return false;
       const int64_t delta = static_cast<int64_t>(bytes) - static_cast<int64_t>(entry.map_bytes);
-      committed_.add(delta);
-      allocated_.add(delta);
-      if (entry.pin_failed) pageable_bytes_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
+      counters_.committed.add(delta);
+      counters_.allocated.add(delta);
+      if (entry.pin_failed) counters_.pageable_bytes.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
       entry.ptr = reinterpret_cast<uintptr_t>(moved);
       entry.map_bytes = bytes;
     }
-    requested_.add(static_cast<int64_t>(size) - static_cast<int64_t>(entry.requested));
+    counters_.requested.add(static_cast<int64_t>(size) - static_cast<int64_t>(entry.requested));
     entry.requested = size;
     result = reinterpret_cast<void*>(entry.ptr);
     return true;

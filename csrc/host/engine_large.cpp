@@ -21,17 +21,8 @@ std::unique_ptr<backend::HostPinner> make_pinner() {
 uint64_t Engine::headroom() const noexcept {
   if (config_.limit == 0) return ~uint64_t{0};
   // Chunks the pinning thread claimed count as committed already.
-  const uint64_t committed = committed_.get() + pin_.pending.load(std::memory_order_relaxed);
+  const uint64_t committed = counters_.committed.get() + pin_.pending.load(std::memory_order_relaxed);
   return committed >= config_.limit ? 0 : config_.limit - committed;
-}
-
-void Engine::apply(const ArenaDelta& delta) noexcept {
-  if (delta.committed != 0) committed_.add(delta.committed);
-  if (delta.pinned != 0) pinned_.add(delta.pinned);
-  if (delta.registrations) registrations_.fetch_add(delta.registrations, std::memory_order_relaxed);
-  if (delta.pin_failures) pin_failures_.fetch_add(delta.pin_failures, std::memory_order_relaxed);
-  if (delta.pageable_fallback) pageable_bytes_.fetch_add(delta.pageable_fallback, std::memory_order_relaxed);
-  if (delta.hugetlb_fallbacks) hugetlb_fallbacks_.fetch_add(delta.hugetlb_fallbacks, std::memory_order_relaxed);
 }
 
 void Engine::ensure_pinner() noexcept {
@@ -126,7 +117,7 @@ Status Engine::try_arena(uint32_t i, uint64_t size, uint64_t alignment, ArenaGra
   }
   want_ahead(i);
   m.unlock();
-  apply(delta);
+  counters_.apply(delta);
   return s;
 }
 
@@ -230,9 +221,9 @@ Heap* Engine::large_heap() const noexcept {
 
 void Engine::account_large(Heap* heap, int64_t blocks, int64_t requested, int64_t extent) noexcept {
   if (heap == nullptr) {
-    large_count_.fetch_add(static_cast<uint64_t>(blocks), std::memory_order_relaxed);
-    requested_.add(requested);
-    allocated_.add(extent);
+    counters_.large_blocks.fetch_add(static_cast<uint64_t>(blocks), std::memory_order_relaxed);
+    counters_.requested.add(requested);
+    counters_.allocated.add(extent);
     return;
   }
   LargeTally& t = heap->large;
@@ -247,8 +238,10 @@ void Engine::account_large(Heap* heap, int64_t blocks, int64_t requested, int64_
     // that only folds write), so peaks stay exact but for other threads'
     // unfolded growth at the same moment.
     const int64_t req = t.requested.load(std::memory_order_relaxed);
-    if (allocated_.now.load(std::memory_order_relaxed) + drift > allocated_.peak.load(std::memory_order_relaxed) ||
-        requested_.now.load(std::memory_order_relaxed) + req > requested_.peak.load(std::memory_order_relaxed)) {
+    if (counters_.allocated.now.load(std::memory_order_relaxed) + drift >
+            counters_.allocated.peak.load(std::memory_order_relaxed) ||
+        counters_.requested.now.load(std::memory_order_relaxed) + req >
+            counters_.requested.peak.load(std::memory_order_relaxed)) {
       fold_large(heap);
     }
   }
@@ -263,9 +256,9 @@ void Engine::fold_large(Heap* heap) noexcept {
   t.blocks.store(0, std::memory_order_relaxed);
   t.requested.store(0, std::memory_order_relaxed);
   t.extent.store(0, std::memory_order_relaxed);
-  large_count_.fetch_add(static_cast<uint64_t>(blocks), std::memory_order_relaxed);
-  requested_.add(requested);
-  allocated_.add(extent);
+  counters_.large_blocks.fetch_add(static_cast<uint64_t>(blocks), std::memory_order_relaxed);
+  counters_.requested.add(requested);
+  counters_.allocated.add(extent);
 }
 
 Engine::LargeSums Engine::count_large_tallies() const noexcept {
@@ -387,7 +380,7 @@ Status Engine::free_large(uint32_t arena_index, void* p) noexcept {
     arena->free(h->offset, h->handle);
     ArenaDelta delta;
     arena->maybe_trim(retain_, &delta);
-    apply(delta);
+    counters_.apply(delta);
   }
   account_large(large_heap(), -1, -static_cast<int64_t>(requested), -static_cast<int64_t>(extent));
   return Status::ok;

@@ -270,7 +270,7 @@ void Engine::release_segment(Segment* seg) noexcept {
   arena.free(seg->range_offset, seg->range_handle);
   ArenaDelta delta;
   arena.maybe_trim(retain_, &delta);
-  apply(delta);
+  counters_.apply(delta);
 }
 
 }  // namespace unipool::host

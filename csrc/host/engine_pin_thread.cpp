@@ -112,7 +112,7 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::pin_ahead(uint32_t i) noexcept {
   ArenaDelta delta;
   const Status s = arena.finish_ahead(work, arena_settings_, &delta);
   // Under the arena's lock: validate() sees the arena and the gauges agree.
-  apply(delta);
+  counters_.apply(delta);
   pin_.pending.fetch_sub(bytes, std::memory_order_relaxed);
   const bool more = s == Status::ok && arena.ahead_wanted(arena_settings_, headroom()) != 0;
   arena.mutex().unlock();

@@ -56,9 +56,9 @@ void Engine::flush_class(Heap* heap, uint32_t cls) noexcept {
   if (delta == 0) return;
   hot.flushed_live.store(live, std::memory_order_relaxed);
   const int64_t bytes = delta * static_cast<int64_t>(kClassSize[cls]);
-  small_flushed_.fetch_add(bytes, std::memory_order_relaxed);
-  requested_.add(bytes);
-  allocated_.add(bytes);
+  counters_.small_flushed.fetch_add(bytes, std::memory_order_relaxed);
+  counters_.requested.add(bytes);
+  counters_.allocated.add(bytes);
 }
 
 // Folding a class's live count into the pool's gauges costs five locked
@@ -202,9 +202,9 @@ void* Engine::shared_alloc(uint32_t cls) noexcept {
     SharedClass& lists() { return sc; }
     void count_alloc() {
       bump(sc.allocs);
-      engine.requested_.add(kClassSize[cls]);
-      engine.allocated_.add(kClassSize[cls]);
-      engine.small_flushed_.fetch_add(kClassSize[cls], std::memory_order_relaxed);
+      engine.counters_.requested.add(kClassSize[cls]);
+      engine.counters_.allocated.add(kClassSize[cls]);
+      engine.counters_.small_flushed.fetch_add(kClassSize[cls], std::memory_order_relaxed);
     }
     void avail_changed(int delta) { sc.adoptable.fetch_add(static_cast<uint32_t>(delta), std::memory_order_relaxed); }
     bool take_remote_hint() { return sc.remote_hint.exchange(false, std::memory_order_acq_rel); }
@@ -227,9 +227,9 @@ void Engine::count_free(uint32_t cls) noexcept {
     return;
   }
   shared_[cls].frees.fetch_add(1, std::memory_order_relaxed);
-  requested_.add(-static_cast<int64_t>(kClassSize[cls]));
-  allocated_.add(-static_cast<int64_t>(kClassSize[cls]));
-  small_flushed_.fetch_sub(kClassSize[cls], std::memory_order_relaxed);
+  counters_.requested.add(-static_cast<int64_t>(kClassSize[cls]));
+  counters_.allocated.add(-static_cast<int64_t>(kClassSize[cls]));
+  counters_.small_flushed.fetch_sub(kClassSize[cls], std::memory_order_relaxed);
 }
 
 Status Engine::free_block(Page* page, Block* block) noexcept {

@@ -87,10 +87,11 @@ void Engine::count_arenas(HostPoolStats& st) const noexcept {
 // classes' live counts; the gauges hold the rest (minus what was folded).
 void Engine::fill_bytes(HostPoolStats& st, const LiveSums& live, const SegmentSums& segments) const noexcept {
   const uint64_t huge_cache_bytes = huge_.cached_bytes();
-  const int64_t flushed = small_flushed_.load(std::memory_order_relaxed);
-  const int64_t other_allocated = allocated_.now.load(std::memory_order_relaxed) - flushed + live.large.extent;
-  const int64_t other_requested = requested_.now.load(std::memory_order_relaxed) - flushed + live.large.requested;
-  const uint64_t deferred = deferred_bytes_.get();
+  const int64_t flushed = counters_.small_flushed.load(std::memory_order_relaxed);
+  const int64_t other_allocated = counters_.allocated.now.load(std::memory_order_relaxed) - flushed + live.large.extent;
+  const int64_t other_requested =
+      counters_.requested.now.load(std::memory_order_relaxed) - flushed + live.large.requested;
+  const uint64_t deferred = counters_.deferred_bytes.get();
   const auto allocated_total = static_cast<uint64_t>(live.small_bytes + other_allocated);
   const auto requested_total = static_cast<uint64_t>(live.small_bytes + other_requested);
   const uint64_t small_cached = segments.bytes - segments.overhead - static_cast<uint64_t>(live.small_bytes);
@@ -98,41 +99,41 @@ void Engine::fill_bytes(HostPoolStats& st, const LiveSums& live, const SegmentSu
   st.allocated_bytes = allocated_total - deferred;
   // A block freed with free_after is freed for its user: neither allocated
   // nor requested, only deferred, until its fence completes.
-  st.requested_bytes = requested_total - deferred_requested_.get();
+  st.requested_bytes = requested_total - counters_.deferred_requested.get();
   st.deferred_bytes = deferred;
-  st.committed_bytes = committed_.get();
-  st.pinned_bytes = pinned_.get();
+  st.committed_bytes = counters_.committed.get();
+  st.pinned_bytes = counters_.pinned.get();
   st.cached_bytes = small_cached + huge_cache_bytes;
   st.overhead_bytes = segments.overhead;
-  cached_.now.store(static_cast<int64_t>(st.cached_bytes), std::memory_order_relaxed);
-  cached_.observe(static_cast<int64_t>(st.cached_bytes));
+  counters_.cached.now.store(static_cast<int64_t>(st.cached_bytes), std::memory_order_relaxed);
+  counters_.cached.observe(static_cast<int64_t>(st.cached_bytes));
 
   auto peak = [](const Gauge& g, uint64_t now) {
     const auto p = static_cast<uint64_t>(g.peak.load(std::memory_order_relaxed));
     return p > now ? p : now;
   };
-  st.peak_allocated_bytes = peak(allocated_, allocated_total);
-  st.peak_requested_bytes = peak(requested_, requested_total);
-  st.peak_committed_bytes = peak(committed_, st.committed_bytes);
-  st.peak_pinned_bytes = peak(pinned_, st.pinned_bytes);
-  st.peak_cached_bytes = peak(cached_, st.cached_bytes);
-  st.peak_deferred_bytes = peak(deferred_bytes_, deferred);
+  st.peak_allocated_bytes = peak(counters_.allocated, allocated_total);
+  st.peak_requested_bytes = peak(counters_.requested, requested_total);
+  st.peak_committed_bytes = peak(counters_.committed, st.committed_bytes);
+  st.peak_pinned_bytes = peak(counters_.pinned, st.pinned_bytes);
+  st.peak_cached_bytes = peak(counters_.cached, st.cached_bytes);
+  st.peak_deferred_bytes = peak(counters_.deferred_bytes, deferred);
 }
 
 void Engine::fill_counters(HostPoolStats& st, const LiveSums& live) const noexcept {
   constexpr auto relaxed = std::memory_order_relaxed;
   st.deferred_blocks = deferred_.count();
-  st.large_blocks = large_count_.load(relaxed) + static_cast<uint64_t>(live.large.blocks);
+  st.large_blocks = counters_.large_blocks.load(relaxed) + static_cast<uint64_t>(live.large.blocks);
   st.huge_blocks = huge_.count();
   st.huge_cache_hits = huge_.hits();
   st.huge_cache_misses = huge_.misses();
-  st.pin_registrations = registrations_.load(relaxed);
-  st.pin_failures = pin_failures_.load(relaxed);
-  st.pageable_bytes = pageable_bytes_.load(relaxed);
-  st.hugetlb_fallbacks = hugetlb_fallbacks_.load(relaxed);
+  st.pin_registrations = counters_.registrations.load(relaxed);
+  st.pin_failures = counters_.pin_failures.load(relaxed);
+  st.pageable_bytes = counters_.pageable_bytes.load(relaxed);
+  st.hugetlb_fallbacks = counters_.hugetlb_fallbacks.load(relaxed);
   st.pin_thread_registrations = pin_.registrations.load(relaxed);
   st.pin_thread_waits = pin_.waits.load(relaxed);
-  st.misuse_errors = misuse_count_.load(relaxed);
+  st.misuse_errors = counters_.misuse.load(relaxed);
 }
 
 HostPoolStats Engine::stats() const noexcept {
@@ -148,12 +149,12 @@ HostPoolStats Engine::stats() const noexcept {
 void Engine::reset_peak_stats() noexcept {
   const HostPoolStats now = stats();
   auto reset = [](Gauge& g, uint64_t v) { g.peak.store(static_cast<int64_t>(v), std::memory_order_relaxed); };
-  reset(requested_, now.requested_bytes + deferred_requested_.get());
-  reset(allocated_, now.allocated_bytes + now.deferred_bytes);
-  reset(committed_, now.committed_bytes);
-  reset(pinned_, now.pinned_bytes);
-  reset(cached_, now.cached_bytes);
-  reset(deferred_bytes_, now.deferred_bytes);
+  reset(counters_.requested, now.requested_bytes + counters_.deferred_requested.get());
+  reset(counters_.allocated, now.allocated_bytes + now.deferred_bytes);
+  reset(counters_.committed, now.committed_bytes);
+  reset(counters_.pinned, now.pinned_bytes);
+  reset(counters_.cached, now.cached_bytes);
+  reset(counters_.deferred_bytes, now.deferred_bytes);
 }
 
 }  // namespace unipool::host

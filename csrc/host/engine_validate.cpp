@@ -53,7 +53,7 @@ int64_t Engine::free_list_length(const Page& page, const Block* head, bool local
 }
 
 bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const {
-  if (const uint64_t n = corruption_count_.load(std::memory_order_relaxed)) {
+  if (const uint64_t n = counters_.corruption.load(std::memory_order_relaxed)) {
     why->add("heap corruption was found ")
         .add_dec(n)
         .add(n == 1 ? " time" : " times")
@@ -228,7 +228,7 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::validate_paused(std::string* why_
       if (!headers_ok) ok = bad(&why, "large: a used range is neither a segment nor a block with a valid header");
     }
     if (ok && static_cast<int64_t>(large_count) !=
-                  static_cast<int64_t>(large_count_.load(std::memory_order_relaxed)) + unfolded.blocks) {
+                  static_cast<int64_t>(counters_.large_blocks.load(std::memory_order_relaxed)) + unfolded.blocks) {
       ok = bad(&why, "large: live block count differs from a recount");
     }
     // Exact accounting.
@@ -246,14 +246,15 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::validate_paused(std::string* why_
       if (ok && arena_used != segment_bytes + large_extent) {
         ok = bad(&why, "arenas: used bytes != segments + large blocks");
       }
-      if (ok && arena_committed + huge_bytes + cache_bytes != committed_.get()) {
+      if (ok && arena_committed + huge_bytes + cache_bytes != counters_.committed.get()) {
         ok = bad(&why, "committed bytes differ from arenas + huge blocks + huge cache");
       }
       int64_t small_live = 0;
       for (uint32_t c = 0; c < kNumClasses; ++c) small_live += live[c] * static_cast<int64_t>(kClassSize[c]);
-      const int64_t flushed = small_flushed_.load(std::memory_order_relaxed);
+      const int64_t flushed = counters_.small_flushed.load(std::memory_order_relaxed);
       // Large blocks' changes not yet folded from the heaps' tallies count too.
-      const int64_t allocated = allocated_.now.load(std::memory_order_relaxed) - flushed + small_live + unfolded.extent;
+      const int64_t allocated =
+          counters_.allocated.now.load(std::memory_order_relaxed) - flushed + small_live + unfolded.extent;
       if (ok && static_cast<uint64_t>(allocated) != small_live + large_extent + huge_bytes) {
         ok = bad(&why, "allocated bytes differ from small + large + huge live blocks");
       }
@@ -278,7 +279,7 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::validate_paused(std::string* why_
   }
   if (ok) {
     const DeferredTally deferred = deferred_.tally();
-    if (deferred.blocks != deferred_.count() || deferred.bytes != deferred_bytes_.get()) {
+    if (deferred.blocks != deferred_.count() || deferred.bytes != counters_.deferred_bytes.get()) {
       ok = bad(&why, "deferred: count or bytes differ from a recount");
     }
   }
