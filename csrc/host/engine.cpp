@@ -132,7 +132,7 @@ void Engine::shrink_for_address_space() noexcept {
 Engine::~Engine() {
   // First: the thread appends to the arenas; joined, it has no claim left,
   // and the arenas unregister what it pinned with the rest.
-  stop_pin_thread();
+  pin_.stop();
   registry_remove(registry_slot_);
   deferred_.drain([](const DeferredEntry& e) {
     try {
@@ -409,7 +409,7 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS void Engine::fork_prepare() noexcept {
   for (const Arena& a : arenas_) a.mutex().lock();
   huge_.lock().lock();
   deferred_.lock().lock();
-  pthread_mutex_lock(&pin_.lock);
+  pin_.fork_lock();
   if (regions_ != nullptr) regions_->fork_lock();
   history_.fork_lock();
 }
@@ -417,7 +417,12 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS void Engine::fork_prepare() noexcept {
 UNIPOOL_NO_THREAD_SAFETY_ANALYSIS void Engine::fork_release(bool child) noexcept {
   history_.fork_unlock();
   if (regions_ != nullptr) regions_->fork_unlock();
-  pin_thread_after_fork(child);  // unlocks pin_.lock
+  if (child) {
+    // The child has no pinning thread: a claim will never be appended (the
+    // range is committed again when an allocation grows over it).
+    for (Arena& a : arenas_) a.drop_ahead();
+  }
+  pin_.after_fork(child);  // unlocks the thread's lock
   deferred_.lock().unlock();
   huge_.lock().unlock();
   for (uint32_t i = kMaxArenas; i-- > 0;) arenas_[i].mutex().unlock();

@@ -9,7 +9,7 @@
 // Locks, always taken in this order: registry (thread_state.cpp) -> heaps_lock_
 // -> shared_[c].lock -> pages_lock_ -> setup_lock_ -> arenas_[i].mutex (one at
 // a time; several only in validate() and fork, by index) -> huge_.lock();
-// deferred_.lock() and pin_.lock are never held while another is taken; the
+// deferred_.lock() and the pinning thread's lock are never held while another is taken; the
 // region pinner's lock (region_pinner.hpp) comes after any of the others but
 // the history's lock (history.hpp), which is taken last of all, under any of them. The fast paths of
 // engine_fast.hpp take none.
@@ -248,16 +248,9 @@ class Engine {
 
   // ---- the pinning thread (engine_pin_thread.cpp) ----
   void start_pin_thread() noexcept UNIPOOL_REQUIRES(setup_lock_);
-  void stop_pin_thread() noexcept;
-  static void* pin_thread_main(void* engine) noexcept;
-  void pin_thread_loop() noexcept;
-  bool pin_ahead(uint32_t arena) noexcept;  // one claim; true: the arena wants more
+  bool pin_ahead(uint32_t arena) noexcept;  // the thread's job: one claim; true: the arena wants more
   // Arena `i` (its lock held) may want chunks ahead: tell the thread.
   void want_ahead(uint32_t i) noexcept;
-  void wait_for_claim(uint32_t arena) noexcept;  // no lock held
-  void pause_pin_thread() const noexcept;        // validate(): no job starts or runs
-  void resume_pin_thread() const noexcept;
-  void pin_thread_after_fork(bool child) noexcept;
   bool validate_paused(std::string* why) const;
 
   // ---- huge (engine_huge.cpp) ----

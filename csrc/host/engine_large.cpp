@@ -21,7 +21,7 @@ std::unique_ptr<backend::HostPinner> make_pinner() {
 uint64_t Engine::headroom() const noexcept {
   if (config_.limit == 0) return ~uint64_t{0};
   // Chunks the pinning thread claimed count as committed already.
-  const uint64_t committed = counters_.committed.get() + pin_.pending.load(std::memory_order_relaxed);
+  const uint64_t committed = counters_.committed.get() + pin_.pending();
   return committed >= config_.limit ? 0 : config_.limit - committed;
 }
 
@@ -142,9 +142,9 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS Status Engine::try_arena_waiting(uint32_t i, u
                                                                    bool serial) noexcept {
   Status s = try_arena(i, size, alignment, out, why, blocked);
   while (*blocked == ArenaBlocked::pinning) {
-    pin_.waits.fetch_add(1, std::memory_order_relaxed);
+    pin_.count_wait();
     if (serial) setup_lock_.unlock();
-    wait_for_claim(i);
+    pin_.wait_for_claim(i);
     if (serial) setup_lock_.lock();
     *why = Message{};
     s = try_arena(i, size, alignment, out, why, blocked);

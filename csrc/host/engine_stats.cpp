@@ -131,8 +131,8 @@ void Engine::fill_counters(HostPoolStats& st, const LiveSums& live) const noexce
   st.pin_failures = counters_.pin_failures.load(relaxed);
   st.pageable_bytes = counters_.pageable_bytes.load(relaxed);
   st.hugetlb_fallbacks = counters_.hugetlb_fallbacks.load(relaxed);
-  st.pin_thread_registrations = pin_.registrations.load(relaxed);
-  st.pin_thread_waits = pin_.waits.load(relaxed);
+  st.pin_thread_registrations = pin_.registrations();
+  st.pin_thread_waits = pin_.waits();
   st.misuse_errors = counters_.misuse.load(relaxed);
 }
 

@@ -175,9 +175,9 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
 
 bool Engine::validate(std::string* why_out) const {
   // The pinning thread appends to arenas: no job runs while this recounts.
-  pause_pin_thread();
+  pin_.pause();
   const bool ok = validate_paused(why_out);
-  resume_pin_thread();
+  pin_.resume();
   return ok;
 }
 
@@ -201,7 +201,7 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::validate_paused(std::string* why_
     for (uint32_t i = 0; ok && i < kMaxArenas; ++i) {
       if (arenas_[i].pending_ahead() != 0) ok = bad(&why, "arena: a claim of the pinning thread outlives its job");
     }
-    if (ok && pin_.pending.load(std::memory_order_relaxed) != 0) {
+    if (ok && pin_.pending() != 0) {
       ok = bad(&why, "pinning thread: claimed bytes pending while it is paused");
     }
     // Large blocks: every used range that is not a segment has a valid header.

@@ -19,4 +19,5 @@ list(APPEND UNIPOOL_SOURCES
   host/huge_blocks.cpp
   host/history.cpp
   host/host_pool.cpp
+  host/pin_thread.cpp
   host/thread_state.cpp)
