@@ -35,12 +35,8 @@ bool DeferredFrees::due() noexcept { return count() != 0 && ticks_.fetch_add(1, 
 
 DeferredTally DeferredFrees::tally() const noexcept {
   LockGuard guard(lock_);
-  DeferredTally t;
-  table_.for_each([&](const DeferredEntry& e) {
-    ++t.blocks;
-    t.bytes += e.bytes;
-  });
-  return t;
+  const auto live = table_.tally([](const DeferredEntry& e) { return e.bytes; });
+  return DeferredTally{live.entries, live.bytes};
 }
 
 }  // namespace unipool::host

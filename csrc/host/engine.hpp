@@ -47,6 +47,7 @@ namespace unipool::host {
 class RegionPinner;
 
 inline constexpr uint32_t kMaxArenas = 16;
+static_assert(kMaxArenas <= PinThread::kMaxArenas, "the pinning thread's queue has a bit per arena");
 // Threads spread their large blocks over this many arenas, each with its own
 // lock (engine_large.cpp).
 inline constexpr uint32_t kLargeShards = 8;

@@ -91,11 +91,10 @@ uint64_t HugeBlocks::cached_bytes() const noexcept {
 
 HugeTally HugeBlocks::tally() const noexcept {
   LockGuard guard(lock_);
+  const auto live = table_.tally([](const HugeEntry& e) { return e.map_bytes; });
   HugeTally t;
-  table_.for_each([&](const HugeEntry& e) {
-    ++t.blocks;
-    t.block_bytes += e.map_bytes;
-  });
+  t.blocks = live.entries;
+  t.block_bytes = live.bytes;
   for (uint32_t i = 0; i < cache_count_; ++i) t.cached_bytes += cache_[i].bytes;
   return t;
 }

@@ -66,6 +66,21 @@ class PtrTable {
     capacity_ = live_ = erased_ = 0;
   }
 
+  // The live entries and the sum of bytes(entry) over them (recounts for
+  // validate()).
+  struct Tally {
+    uint64_t entries = 0, bytes = 0;
+  };
+  template <class Bytes>
+  Tally tally(Bytes&& bytes) const {
+    Tally t;
+    for_each([&](const Entry& e) {
+      ++t.entries;
+      t.bytes += bytes(e);
+    });
+    return t;
+  }
+
   template <class F>
   void for_each(F&& f) const {
     for (uint64_t i = 0; i < capacity_; ++i) {
