@@ -18,7 +18,7 @@ Results read (missing ones leave their sections as they are, with a note):
   kv_offload.json                              docs/benchmarks.md, docs/kv_offload.md
   model_live.json                              docs/benchmarks.md
   transfer.json                                docs/transfer.md, docs/benchmarks.md
-  programs.json                                docs/host_benchmarks.md
+  programs.json                                docs/host_benchmarks.md, docs/benchmarks.md
   host*.json, host.txt (stdout)                docs/benchmarks.md, docs/host_benchmarks.md,
                                                docs/host_*.png (host.json; every
                                                host*.json is a run for the ranges)
@@ -573,7 +573,7 @@ def sections(results: str) -> dict[str, dict[str, str]]:
     if os.path.exists(path("host.txt")):
         host["host:results"] = host_results(text("host.txt"))
     if os.path.exists(path("programs.json")):
-        host["host:programs"] = programs_tables(load(path("programs.json")))
+        host["host:programs"] = bench["host:programs"] = programs_tables(load(path("programs.json")))
     if os.path.exists(path("transfer.json")):
         d = load(path("transfer.json"))
         transfer["transfer:results"], bench["transfer:targets"] = transfer_results(d), transfer_targets(d)
