@@ -25,13 +25,12 @@ void on_heap_corruption(const char* message) noexcept { fatal(message); }
 // or not the bootstrap arena serves it and the pool is built later.
 std::atomic<bool> g_config_checked{false};
 
+// The parser never allocates (host_config.hpp), so it cannot recurse here.
 void check_config_once() noexcept {
   if (g_config_checked.load(std::memory_order_acquire)) return;
-  t_building = true;  // what parsing allocates comes from the bootstrap arena
   HostPoolConfig config;
   char error[256] = "";
   const Status s = parse_host_config(std::getenv("UNIPOOL_HOST_CONF"), &config, error, sizeof(error));
-  t_building = false;
   if (s != Status::ok) fatal("cannot build the default host pool: ", error);
   g_config_checked.store(true, std::memory_order_release);
 }
