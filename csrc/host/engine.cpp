@@ -112,6 +112,8 @@ Engine::Engine(const HostPoolConfig& config) : config_(config) {
   if (!registry_add(this, &registry_slot_, &generation)) {
     throw std::runtime_error("unipool host pool: too many pools alive at once (at most 127)");
   }
+  for (uint32_t c = 0; c < kNumClasses; ++c)
+    block_cache_limit_[c] = block_cache_limit(config_.thread_cache, config_.hardened, kClassSize[c]);
   if (config_.thread_cache != HostThreadCache::none) {
     slot_ = registry_slot_;
     generation_ = generation;
@@ -194,8 +196,9 @@ Status Engine::check_block(Page* page, const void* p) const noexcept {
   if (idx * page->block_size != off) {
     return misuse("free of an interior pointer (not the start of its block)", p);
   }
+  // Free: on a list (its cookie) or in its owner's block cache (its bit).
   const auto* b = static_cast<const Block*>(p);
-  if (b->cookie == (reinterpret_cast<uintptr_t>(p) ^ secret_)) {
+  if (b->cookie == (reinterpret_cast<uintptr_t>(p) ^ secret_) || page->bit_is_free(static_cast<uint32_t>(idx))) {
     return misuse("double free (the block is already free)", p);
   }
   return Status::ok;
@@ -205,7 +208,15 @@ Status Engine::check_block(Page* page, const void* p) const noexcept {
 
 void* Engine::allocate_hardened(size_t size) noexcept { return allocate_as<true>(size); }
 
+// A refusal for lack of memory is retried once when this thread's block
+// cache gave blocks back (they may free a page, and with it a segment).
 void* Engine::allocate_slow(size_t size, size_t alignment, bool* fresh) noexcept {
+  void* p = allocate_slow_once(size, alignment, fresh);
+  if (p == nullptr && relieve_pressure()) p = allocate_slow_once(size, alignment, fresh);
+  return p;
+}
+
+void* Engine::allocate_slow_once(size_t size, size_t alignment, bool* fresh) noexcept {
   if (fresh != nullptr) *fresh = false;
   if (size == 0) {
     fail(Status::zero_size, "unipool host pool: allocation of 0 bytes");
@@ -228,6 +239,7 @@ void* Engine::allocate_slow(size_t size, size_t alignment, bool* fresh) noexcept
     const uint32_t cls = alignment != 0 ? aligned_class(size, alignment) : class_of(size);
     if (cls < kNumClasses && kClassSize[cls] <= middle_max_) {
       if (Heap* heap = heap_for_thread()) {
+        if (heap->hot[cls].cached() != 0) return take_cached(heap, heap->hot[cls], cls);
         Page* page = heap->hot[cls].page;
         if (page->free != nullptr) {
           Block* b = pop_block(page);
@@ -333,6 +345,7 @@ size_t Engine::usable_size(const void* p) const noexcept {
     if (page->owner.load(std::memory_order_relaxed) == kOwnerNone || off >= extended * page->block_size) return 0;
     if (((off * page->reciprocal) >> 32) * page->block_size != off) return 0;
     if (static_cast<const Block*>(p)->cookie == (reinterpret_cast<uintptr_t>(p) ^ secret_)) return 0;
+    if (page->bit_is_free(page->index_of(p))) return 0;  // in its owner's block cache
     return page->block_size;
   }
   if (loc.kind == Kind::large) {
@@ -364,6 +377,7 @@ bool Engine::is_pinned(const void* p) const noexcept {
 // ---- maintenance ----------------------------------------------------------------------
 
 void Engine::trim() noexcept {
+  drain_epoch_.fetch_add(1, std::memory_order_relaxed);  // the other threads' block caches, at their next slow call
   flush_thread_cache();
   collect_deferred();
   drop_huge_cache();

@@ -164,6 +164,7 @@ class Engine {
   // not_live with the reason recorded.
   Status check_block(Page* page, const void* p) const noexcept;
   Status free_located(void* p) noexcept;  // free_slow() past the deferral check
+  void* allocate_slow_once(size_t size, size_t alignment, bool* fresh) noexcept;  // allocate_slow without the retry
 
   // ---- small and middle (engine_small.cpp, engine_pages.cpp) ----
   Heap* heap_for_thread() noexcept;
@@ -173,10 +174,28 @@ class Engine {
   void heap_free_slow(Heap* heap, Page* page) noexcept;
   void shed_page(Heap* heap, Page* page) noexcept;
   void* shared_alloc(uint32_t cls) noexcept;
-  Status free_block(Page* page, Block* block) noexcept;  // after the checks
-  void free_remote(Page* page, Block* block) noexcept;
-  void free_shared(Page* page, Block* block) noexcept;
+  Status free_block(Page* page, Block* block) noexcept;  // after the checks: counted, then given back
   void count_free(uint32_t cls) noexcept;
+  // A free block back to its page, however it is owned (counted already).
+  // `self`: the thread giving it back (a heap's thread, or none).
+  void give_back(uintptr_t self, Page* page, Block* block) noexcept;
+  void give_back_shared(uintptr_t self, Page* page, Block* block) noexcept;
+  // A chain first -> ... -> last (linked already) onto the page's remote list.
+  void push_remote(Page* page, Block* first, Block* last) noexcept;
+
+  // ---- the block cache (block_cache.hpp, engine_cache.cpp) ----
+  inline void* take_cached(Heap* heap, HeapClassHot& hot, uint32_t cls) noexcept;  // the top block (cached != 0)
+  inline void cache_push(Heap* heap, HeapClassHot& hot, Page* page, Block* b, uint32_t index) noexcept;
+  // An owner's free that finds its class's cache full (or no cache: hardened=on).
+  Status cache_overflow(Heap* heap, Page* page, Block* b, uint32_t index) noexcept;
+  void drain_cache(Heap* heap, uint32_t cls, uint32_t n) noexcept;  // the oldest n back to their pages
+  void drain_caches(Heap* heap) noexcept;                           // every class
+  // The cached blocks of `page` back to its local list (before it leaves its heap).
+  void drain_page(Heap* heap, Page* page) noexcept;
+  // After a refusal for lack of memory: this thread's cache back, the
+  // others' asked for. True when a retry may succeed.
+  bool relieve_pressure() noexcept;
+  void check_drain_epoch(Heap* heap) noexcept;
   Page* acquire_page(Heap* heap, uint32_t cls) noexcept;
   Page* take_shared_page(uint32_t cls, ThreadState* thread, Heap* heap) noexcept;
   void release_page(Page* page) noexcept;  // empty page back to its segment
@@ -272,8 +291,9 @@ class Engine {
   void maybe_collect_deferred() noexcept;
   // Live small/middle blocks per class from the counters, and the bytes not
   // yet folded into the gauges.
-  void count_small(int64_t live[kNumClasses], uint64_t refills[kNumClasses], int64_t* unflushed) const noexcept
-      UNIPOOL_REQUIRES(heaps_lock_);
+  // cached (if given): blocks in the heaps' block caches, added per class.
+  void count_small(int64_t live[kNumClasses], uint64_t refills[kNumClasses], int64_t* unflushed,
+                   uint64_t* cached = nullptr) const noexcept UNIPOOL_REQUIRES(heaps_lock_);
   // stats(), in parts (engine_stats.cpp).
   struct LiveSums {
     int64_t small_bytes = 0;  // live small and middle blocks, at their class sizes
@@ -288,6 +308,7 @@ class Engine {
   void fill_bytes(HostPoolStats& st, const LiveSums& live, const SegmentSums& segments) const noexcept;
   void fill_counters(HostPoolStats& st, const LiveSums& live) const noexcept;
   bool validate_pages(const int64_t live[kNumClasses], Message* why) const;
+  bool validate_caches(int64_t cached[kNumClasses], Message* why) const;
   int64_t free_list_length(const Page& page, const Block* head, bool local, Message* why) const;
   bool is_deferred(const void* p) const noexcept;
   void refresh_fast_span() noexcept UNIPOOL_REQUIRES(deferred_.lock());
@@ -347,6 +368,9 @@ class Engine {
   Segment* all_segments_ = nullptr;                 // every segment held (all_next/all_prev)
 
   SharedClass shared_[kNumClasses];
+  // Bumped to ask every heap to empty its block cache at its next slow call.
+  std::atomic<uint32_t> drain_epoch_{0};
+  uint32_t block_cache_limit_[kNumClasses] = {};  // per class, from the policy (block_cache.hpp)
 
   // Heaps.
   mutable Mutex heaps_lock_;

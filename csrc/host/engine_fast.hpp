@@ -1,12 +1,14 @@
 // unipool host: the engine's fast paths, inlined into HostPool's members.
 //
-// allocate: thread state -> heap of this pool -> current page of the class ->
-//   pop the page's free list, its link checked first (free_link.hpp). No
-//   lock, no atomic read-modify-write.
+// allocate: thread state -> heap of this pool -> the class's hot line ->
+//   the top of its block cache (block_cache.hpp); else the current page's
+//   free list, its link checked first (free_link.hpp). No lock, no atomic
+//   read-modify-write.
 // free: arena bounds -> segment (mask) -> page (shift) -> block checks ->
 //   owner is this thread -> free bitmap bit clear, no remote frees pending ->
-//   push on the page's free list. Anything else (other
-//   thread's page, shared page, large, huge, misuse) goes to free_slow().
+//   push on the class's block cache; a full one sends its older half to the
+//   pages (out of line). Anything else (other thread's page, shared page,
+//   large, huge, misuse) goes to free_slow().
 #pragma once
 
 #include "host/engine.hpp"
@@ -26,6 +28,7 @@ inline void* Engine::pop_fast_as(uint32_t cls) noexcept {
   const HeapRef& ref = t_thread->heaps[slot_];
   if (UNIPOOL_LIKELY(ref.generation == generation_)) {
     HeapClassHot& hot = ref.heap->hot[cls];
+    if (UNIPOOL_LIKELY(hot.cached() != 0)) return take_cached(ref.heap, hot, cls);
     Page* page = hot.page;
     Block* b = page->free;
     Block* next = nullptr;
@@ -71,6 +74,26 @@ inline void* Engine::allocate_aligned(size_t size, size_t alignment) noexcept {
   return allocate_slow(size, alignment);
 }
 
+inline void* Engine::take_cached(Heap* heap, HeapClassHot& hot, uint32_t cls) noexcept {
+  const uint32_t n = hot.cached() - 1;
+  hot.set_cached(n);
+  Block* b = heap->cache.slots[cls][n];
+  segment_mark_live(b, heap->cache.bits[cls][n]);
+  // The next allocation's block: the free did not touch it, so its line
+  // may be cold; start fetching it for the program now.
+  if (n != 0) __builtin_prefetch(heap->cache.slots[cls][n - 1], 1, 3);
+  bump(hot.allocs);
+  return b;
+}
+
+inline void Engine::cache_push(Heap* heap, HeapClassHot& hot, Page* page, Block* b, uint32_t index) noexcept {
+  page->mark_free(index);
+  const uint32_t n = hot.cached();
+  heap->cache.slots[page->cls][n] = b;
+  heap->cache.bits[page->cls][n] = page->segment_bit(index);
+  hot.set_cached(n + 1);
+}
+
 inline Status Engine::free(void* p) noexcept {
   const auto a = reinterpret_cast<uintptr_t>(p);
   const uintptr_t off0 = a - arena0_base_.load(std::memory_order_relaxed);
@@ -79,21 +102,24 @@ inline Status Engine::free(void* p) noexcept {
                          std::memory_order_relaxed) == kSlotSegment)) {
     Page* page = Segment::of(p)->page_of(p);
     const uint64_t off = page->page_offset_of(p);
-    const uint64_t idx = (off * page->reciprocal) >> 32;
-    auto* b = static_cast<Block*>(p);
+    const auto idx = static_cast<uint32_t>((off * page->reciprocal) >> 32);
     // Live proof without reading the block: its bit is clear (not on the
-    // local list) and no remote free is pending (it is not on xfree).
-    if (UNIPOOL_LIKELY(idx * page->block_size == off && idx < page->extended.load(std::memory_order_relaxed) &&
+    // local list nor in the cache) and no remote free is pending (it is not
+    // on xfree).
+    if (UNIPOOL_LIKELY(uint64_t{idx} * page->block_size == off &&
+                       idx < page->extended.load(std::memory_order_relaxed) &&
                        page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread) &&
-                       !page->bit_is_free(static_cast<uint32_t>(idx)) &&
-                       page->xfree.load(std::memory_order_relaxed) == nullptr)) {
-      const uint32_t used = push_local(page, b, static_cast<uint32_t>(idx));
+                       !page->bit_is_free(idx) && page->xfree.load(std::memory_order_relaxed) == nullptr)) {
       Heap* heap = page->heap.load(std::memory_order_relaxed);
-      HeapClassHot& hot = heap->hot[page->cls];
+      const uint32_t cls = page->cls;
+      HeapClassHot& hot = heap->hot[cls];
       bump(hot.frees);
-      if (UNIPOOL_UNLIKELY((used == 0 && page != hot.page) || page->in_full || used == page->shed_at)) {
-        heap_free_slow(heap, page);
-      }
+      if (UNIPOOL_UNLIKELY(hot.cached() >= hot.cache_limit))
+        return cache_overflow(heap, page, static_cast<Block*>(p), idx);
+      // Handed out again soon (LIFO), to a program that writes it: fetch
+      // its line now, in the background, as a push onto a list would.
+      __builtin_prefetch(p, 1, 3);
+      cache_push(heap, hot, page, static_cast<Block*>(p), idx);
       return Status::ok;
     }
   }

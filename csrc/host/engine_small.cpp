@@ -38,6 +38,8 @@ Heap* Engine::heap_for_thread() noexcept {
   }
   heap->engine = this;
   heap->thread = thread;
+  for (uint32_t c = 0; c < kNumClasses; ++c) heap->hot[c].cache_limit = block_cache_limit_[c];
+  heap->drain_seen = drain_epoch_.load(std::memory_order_relaxed);
   {
     LockGuard lock(heaps_lock_);
     heap->next = heaps_;
@@ -150,6 +152,7 @@ void* Engine::heap_alloc_slow(Heap* heap, uint32_t cls) noexcept {
       return page;
     }
   } queue{*this, heap, cls};
+  check_drain_epoch(heap);
   maybe_flush_class(heap, cls);
   return alloc_from_queue(queue);
 }
@@ -165,7 +168,7 @@ void Engine::heap_free_slow(Heap* heap, Page* page) noexcept {
   if (page == heap->hot[page->cls].page) return;
   if (used == 0) {
     retire_empty_page(heap, page);
-  } else if (used == page->shed_at) {
+  } else if (page->below_shed(used)) {
     shed_page(heap, page);
   }
 }
@@ -179,6 +182,11 @@ void Engine::heap_free_slow(Heap* heap, Page* page) noexcept {
 void Engine::shed_page(Heap* heap, Page* page) noexcept {
   const uint32_t cls = page->cls;
   SharedClass& sc = shared_[cls];
+  drain_page(heap, page);
+  if (page->used.load(std::memory_order_relaxed) == 0) {  // every live block was a cached one
+    retire_empty_page(heap, page);
+    return;
+  }
   LockGuard lock(sc.lock);
   heap->lists[cls].avail.remove(page);
   collect_remote(page);
@@ -233,43 +241,44 @@ void Engine::count_free(uint32_t cls) noexcept {
 }
 
 Status Engine::free_block(Page* page, Block* block) noexcept {
-  const uintptr_t owner = page->owner.load(std::memory_order_acquire);
-  if (owner == kOwnerShared) {
-    free_shared(page, block);
-  } else if (owner == reinterpret_cast<uintptr_t>(t_thread) && t_thread != &g_empty_thread) {
-    const uint32_t used = push_local(page, block, page->index_of(block));
-    Heap* heap = page->heap.load(std::memory_order_relaxed);
-    bump(heap->hot[page->cls].frees);
-    if (used == 0 || page->in_full || used == page->shed_at) heap_free_slow(heap, page);
-  } else {
-    free_remote(page, block);
-  }
+  count_free(page->cls);
+  give_back(t_thread != &g_empty_thread ? reinterpret_cast<uintptr_t>(t_thread) : kOwnerNone, page, block);
   return Status::ok;
 }
 
-void Engine::free_remote(Page* page, Block* block) noexcept {
-  const uint32_t cls = page->cls;
-  block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
+void Engine::give_back(uintptr_t self, Page* page, Block* block) noexcept {
+  const uintptr_t owner = page->owner.load(std::memory_order_acquire);
+  if (owner == kOwnerShared) {
+    give_back_shared(self, page, block);
+  } else if (owner == self) {
+    const uint32_t used = push_local(page, block, page->index_of(block));
+    Heap* heap = page->heap.load(std::memory_order_relaxed);
+    if (used == 0 || page->in_full || used == page->shed_at) heap_free_slow(heap, page);
+  } else {
+    block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
+    push_remote(page, block, block);
+  }
+}
+
+void Engine::push_remote(Page* page, Block* first, Block* last) noexcept {
   Block* head = page->xfree.load(std::memory_order_relaxed);
   do {
-    set_link(page, block, head);
-  } while (!page->xfree.compare_exchange_weak(head, block, std::memory_order_seq_cst, std::memory_order_relaxed));
+    set_link(page, last, head);
+  } while (!page->xfree.compare_exchange_weak(head, first, std::memory_order_seq_cst, std::memory_order_relaxed));
   if (head == nullptr) {
-    // The first pending block: tell whoever owns the page now.
+    // The first pending blocks: tell whoever owns the page now.
     const uintptr_t owner = page->owner.load(std::memory_order_seq_cst);
     Heap* heap = page->heap.load(std::memory_order_seq_cst);
     if (owner == kOwnerShared || heap == nullptr) {
-      shared_[cls].remote_hint.store(true, std::memory_order_release);
+      shared_[page->cls].remote_hint.store(true, std::memory_order_release);
     } else {
-      heap->remote_mask.fetch_or(uint64_t{1} << cls, std::memory_order_release);
+      heap->remote_mask.fetch_or(uint64_t{1} << page->cls, std::memory_order_release);
     }
   }
-  count_free(cls);
 }
 
-void Engine::free_shared(Page* page, Block* block) noexcept {
-  const uint32_t cls = page->cls;
-  SharedClass& sc = shared_[cls];
+void Engine::give_back_shared(uintptr_t self, Page* page, Block* block) noexcept {
+  SharedClass& sc = shared_[page->cls];
   {
     LockGuard lock(sc.lock);
     if (page->owner.load(std::memory_order_seq_cst) == kOwnerShared) {
@@ -285,17 +294,17 @@ void Engine::free_shared(Page* page, Block* block) noexcept {
         sc.adoptable.fetch_sub(1, std::memory_order_relaxed);
         release_page(page);
       }
-      count_free(cls);
       return;
     }
   }
-  // Adopted by a heap meanwhile: free it the way that owner's pages are freed.
-  free_block(page, block);
+  // Adopted by a heap meanwhile: back the way that owner's pages take it.
+  give_back(self, page, block);
 }
 
 // ---- giving a heap back -----------------------------------------------------------
 
 void Engine::abandon_pages(Heap* heap) noexcept {
+  drain_caches(heap);
   for (uint32_t cls = 0; cls < kNumClasses; ++cls) {
     flush_class(heap, cls);
     HeapClassHot& hot = heap->hot[cls];

@@ -3,7 +3,8 @@
 
 namespace unipool::host {
 
-void Engine::count_small(int64_t live[kNumClasses], uint64_t refills[kNumClasses], int64_t* unflushed) const noexcept {
+void Engine::count_small(int64_t live[kNumClasses], uint64_t refills[kNumClasses], int64_t* unflushed,
+                         uint64_t* cached) const noexcept {
   *unflushed = 0;
   for (uint32_t c = 0; c < kNumClasses; ++c) {
     const SharedClass& sc = shared_[c];
@@ -20,6 +21,7 @@ void Engine::count_small(int64_t live[kNumClasses], uint64_t refills[kNumClasses
       live[c] += static_cast<int64_t>(l);
       *unflushed += static_cast<int64_t>(l - hot.flushed_live.load(std::memory_order_relaxed)) * static_cast<int64_t>(kClassSize[c]);
       refills[c] += h->lists[c].refills.load(std::memory_order_relaxed);
+      if (cached != nullptr) cached[c] += hot.cached();
     }
   }
 }
@@ -30,10 +32,11 @@ Engine::LiveSums Engine::count_live(HostPoolStats& st) const noexcept {
   int64_t live[kNumClasses];
   uint64_t refills[kNumClasses];
   int64_t unflushed = 0;  // validate() checks it; the figures below do not need it
+  uint64_t cached[kNumClasses] = {};
   LiveSums sums;
   {
     LockGuard lock(heaps_lock_);
-    count_small(live, refills, &unflushed);
+    count_small(live, refills, &unflushed, cached);
     sums.large = count_large_tallies();
   }
   for (uint32_t c = 0; c < kNumClasses; ++c) {
@@ -41,6 +44,7 @@ Engine::LiveSums Engine::count_live(HostPoolStats& st) const noexcept {
     cs.block_size = kClassSize[c];
     cs.live_blocks = live[c] > 0 ? static_cast<uint64_t>(live[c]) : 0;
     cs.refills = refills[c];
+    cs.cached_blocks = cached[c];
     sums.small_bytes += live[c] * static_cast<int64_t>(kClassSize[c]);
     if (c < kNumSmallClasses) st.small_blocks += cs.live_blocks;
     else st.middle_blocks += cs.live_blocks;

@@ -12,13 +12,14 @@ bool bad(Message* why, const char* what) {
   return false;
 }
 
-// The free bitmap has as many bits set as the local free list has blocks
-// (each of which free_list_length() found with its bit set).
-bool bitmap_count_matches(const Page& page, int64_t local) {
-  const uint64_t* bits = page.free_bitmap();
+// Bits set in the free bitmap: the local free list's blocks (each of which
+// free_list_length() found with its bit set) and the cached ones.
+int64_t bitmap_count(const Page& page) {
   int64_t set = 0;
-  for (uint32_t w = 0; w < (page.capacity + 63) / 64; ++w) set += std::popcount(bits[w]);
-  return set == local;
+  for (uint32_t i = 0; i < page.capacity; i += 64) {
+    set += std::popcount(__atomic_load_n(&page.free_bitmap()[i / 64], __ATOMIC_RELAXED));
+  }
+  return set;
 }
 
 }  // namespace
@@ -52,6 +53,39 @@ int64_t Engine::free_list_length(const Page& page, const Block* head, bool local
   return n;
 }
 
+// Every cached block: a carved block of a page of its class that its heap
+// owns, its free bit set. Counts them per class; validate_pages() checks the
+// count against the bits, which a block cached twice or a stray bit breaks.
+bool Engine::validate_caches(int64_t cached[kNumClasses], Message* why) const {
+  for (uint32_t c = 0; c < kNumClasses; ++c) {
+    cached[c] = 0;
+    for (const Heap* h = heaps_; h != nullptr; h = h->next) {
+      const HeapClassHot& hot = h->hot[c];
+      if (hot.cached() > hot.cache_limit || hot.cache_limit > kCacheSlots) {
+        return bad(why, "block cache: more blocks than its limit");
+      }
+      for (uint32_t i = 0; i < hot.cached(); ++i) {
+        const Block* b = h->cache.slots[c][i];
+        const Located loc = locate(b);
+        if (loc.kind != Kind::small || loc.page->cls != c || !is_carved_block(loc.page, b)) {
+          return bad(why, "block cache: a block that is not a carved block of its class");
+        }
+        if (loc.page->owner.load(std::memory_order_relaxed) != reinterpret_cast<uintptr_t>(h->thread) ||
+            loc.page->heap.load(std::memory_order_relaxed) != h) {
+          return bad(why, "block cache: a block of a page its heap does not own");
+        }
+        if (!loc.page->bit_is_free(loc.page->index_of(b)))
+          return bad(why, "block cache: a block with its free bit clear");
+        if (h->cache.bits[c][i] != loc.page->segment_bit(loc.page->index_of(b))) {
+          return bad(why, "block cache: a block's bit position is not its own");
+        }
+        ++cached[c];
+      }
+    }
+  }
+  return true;
+}
+
 bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const {
   if (const uint64_t n = counters_.corruption.load(std::memory_order_relaxed)) {
     why->add("heap corruption was found ")
@@ -64,6 +98,7 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
   }
   int64_t page_live[kNumClasses] = {};
   uint64_t formatted = 0, listed = 0, segments = 0, cached_segments = 0;
+  int64_t cached_bits = 0;  // bits of blocks on no local list: the cached ones
   for (const Segment* seg = all_segments_; seg != nullptr; seg = seg->all_next) {
     ++segments;
     if (seg->magic != (kSegmentMagic ^ reinterpret_cast<uintptr_t>(seg) ^ secret_) || seg->engine != this) {
@@ -102,7 +137,9 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
       if (local < 0) return false;
       const int64_t remote = free_list_length(page, page.xfree.load(std::memory_order_relaxed), false, why);
       if (remote < 0) return false;
-      if (!bitmap_count_matches(page, local)) return bad(why, "page: free bitmap differs from the local free list");
+      const int64_t bits = bitmap_count(page);
+      if (bits < local) return bad(why, "page: free bitmap has fewer bits than the local free list");
+      cached_bits += bits - local;
       const uint32_t used = page.used.load(std::memory_order_relaxed);
       const uint32_t extended = page.extended.load(std::memory_order_relaxed);
       if (extended > page.capacity || used + local != extended) {
@@ -115,10 +152,22 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
   if (segments != segment_count_ || cached_segments != cached_segment_count_) {
     return bad(why, "segments: count or cached count differs from a recount");
   }
+  int64_t cached[kNumClasses];
+  if (!validate_caches(cached, why)) return false;
+  int64_t all_cached = 0;
+  for (const int64_t n : cached) all_cached += n;
+  if (all_cached != cached_bits) return bad(why, "page: free bits differ from the local free lists + cached blocks");
   for (uint32_t c = 0; c < kNumClasses; ++c) {
-    if (page_live[c] != live[c]) {
-      why->add("class ").add_dec(kClassSize[c]).add(": live blocks in pages (").add_dec(static_cast<uint64_t>(page_live[c]))
-          .add(") != allocations - frees (").add_dec(static_cast<uint64_t>(live[c])).add(")");
+    if (page_live[c] != live[c] + cached[c]) {
+      why->add("class ")
+          .add_dec(kClassSize[c])
+          .add(": live blocks in pages (")
+          .add_dec(static_cast<uint64_t>(page_live[c]))
+          .add(") != allocations - frees (")
+          .add_dec(static_cast<uint64_t>(live[c]))
+          .add(") + cached (")
+          .add_dec(static_cast<uint64_t>(cached[c]))
+          .add(")");
       return false;
     }
   }

@@ -1,15 +1,18 @@
 // unipool host: a thread's heap, its private pages of one pool.
 //
 // One heap per (thread, pool). The allocation fast path is
-// heap -> hot[class].page -> page->free: pop, count, return. Everything here
+// heap -> hot[class] -> the top of the class's block cache (block_cache.hpp),
+// else hot[class].page -> page->free: pop, count, return. Everything here
 // is touched by the owning thread only, except remote_mask (set by other
-// threads when they free into one of its pages) and the counters, which
-// stats() reads (relaxed atomics, written by plain load + store).
+// threads when they free into one of its pages), the counters and the block
+// cache's counts, which stats() reads (relaxed atomics, written by plain load
+// + store), and what validate() recounts (with the program's threads quiet).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 
+#include "host/block_cache.hpp"
 #include "host/layout.hpp"
 #include "host/size_classes.hpp"
 
@@ -20,13 +23,19 @@ inline void bump(std::atomic<uint64_t>& counter, uint64_t by = 1) noexcept {
   counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
 
-struct HeapClassHot {
+// One line per class: what an allocation or a free of the class reads.
+struct alignas(64) HeapClassHot {
   Page* page;                    // current page, never null (the empty page)
   std::atomic<uint64_t> allocs;  // blocks of this class handed out by this thread
   std::atomic<uint64_t> frees;   // blocks of this class freed by this thread (any page)
   std::atomic<uint64_t> flushed_live;  // allocs - frees last folded into the pool's gauges
+  std::atomic<uint32_t> cached_count;  // blocks in the class's block cache; owner writes, stats() reads
+  uint32_t cache_limit;                // at most this many (0: no cache)
+
+  uint32_t cached() const noexcept { return cached_count.load(std::memory_order_relaxed); }
+  void set_cached(uint32_t n) noexcept { cached_count.store(n, std::memory_order_relaxed); }
 };
-static_assert(sizeof(HeapClassHot) == 32);
+static_assert(sizeof(HeapClassHot) == 64);
 
 // A thread's changes to the pool's live large blocks not yet folded into
 // its gauges. Each gauge update is a locked read-modify-write on a line all
@@ -49,6 +58,8 @@ struct HeapClassLists {
 struct Heap {
   HeapClassHot hot[kNumClasses];
   HeapClassLists lists[kNumClasses];
+  BlockCache cache;
+  uint32_t drain_seen = 0;  // the engine's drain epoch when this heap last looked
   // Bit c: some page of class c got a remote free since the owner last looked.
   alignas(64) std::atomic<uint64_t> remote_mask{0};
   alignas(64) Engine* engine = nullptr;
@@ -78,12 +89,15 @@ inline void Heap::reset() noexcept {
     h.allocs.store(0, std::memory_order_relaxed);
     h.frees.store(0, std::memory_order_relaxed);
     h.flushed_live.store(0, std::memory_order_relaxed);
+    h.set_cached(0);
+    h.cache_limit = 0;
   }
   for (HeapClassLists& l : lists) {
     l.avail = PageList{};
     l.full = PageList{};
     l.refills.store(0, std::memory_order_relaxed);
   }
+  drain_seen = 0;
   remote_mask.store(0, std::memory_order_relaxed);
   engine = nullptr;
   thread = nullptr;

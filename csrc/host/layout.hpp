@@ -13,8 +13,9 @@
 // cookie. The owner's fast free path must not read the block (a cold line that
 // it otherwise only writes), so each page also keeps a bitmap in the segment
 // header:
-// bit i is set while block i is on the page's local free list. Together with
-// "no remote frees pending" (xfree empty) a clear bit proves the block live.
+// bit i is set while block i is on the page's local free list or in its
+// owner's block cache (block_cache.hpp). Together with "no remote frees
+// pending" (xfree empty) a clear bit proves the block live.
 #pragma once
 
 #include <atomic>
@@ -72,6 +73,9 @@ struct alignas(64) Page {
   // A local free that leaves this many blocks live hands the page to the
   // shared lists (thread_cache=size: engine_small.cpp); ~0 otherwise.
   uint32_t shed_at = ~uint32_t{0};
+  // At most shed_at live blocks (a drain of the block cache can step over
+  // the exact count a single free meets).
+  bool below_shed(uint32_t live) const noexcept { return live <= shed_at && shed_at != ~uint32_t{0}; }
   // ---- line 1: list links and remote frees ---------------------------------
   Page* next = nullptr;
   Page* prev = nullptr;
@@ -88,12 +92,28 @@ struct alignas(64) Page {
     const uintptr_t segment = align_down(reinterpret_cast<uintptr_t>(this), kSegmentSize);
     return reinterpret_cast<uint64_t*>(segment + kSegmentBitmapsOffset + uint64_t{index} * kBitmapBytes);
   }
+  // Block i's bit counted from the segment's first bitmap: with the block's
+  // address it finds the bit without reading the page (segment_mark_live).
+  uint32_t segment_bit(uint32_t i) const noexcept { return uint32_t{index} * uint32_t{kBitmapBytes * 8} + i; }
   uint32_t index_of(const void* p) const noexcept {
     return static_cast<uint32_t>((page_offset_of(p) * reciprocal) >> 32);
   }
-  bool bit_is_free(uint32_t i) const noexcept { return (free_bitmap()[i >> 6] >> (i & 63)) & 1; }
-  void mark_free(uint32_t i) noexcept { free_bitmap()[i >> 6] |= uint64_t{1} << (i & 63); }
-  void mark_live(uint32_t i) noexcept { free_bitmap()[i >> 6] &= ~(uint64_t{1} << (i & 63)); }
+  // Written by the owner only (a relaxed load and store, no locked
+  // instruction); atomic so that a free from another thread may read a bit
+  // to tell a double free (check_block).
+  bool bit_is_free(uint32_t i) const noexcept {
+    return (__atomic_load_n(&free_bitmap()[i >> 6], __ATOMIC_RELAXED) >> (i & 63)) & 1;
+  }
+  void mark_free(uint32_t i) noexcept {
+    set_bits(i, __atomic_load_n(&free_bitmap()[i >> 6], __ATOMIC_RELAXED) | bit(i));
+  }
+  void mark_live(uint32_t i) noexcept {
+    set_bits(i, __atomic_load_n(&free_bitmap()[i >> 6], __ATOMIC_RELAXED) & ~bit(i));
+  }
+  static uint64_t bit(uint32_t i) noexcept { return uint64_t{1} << (i & 63); }
+  void set_bits(uint32_t i, uint64_t word) noexcept {
+    __atomic_store_n(&free_bitmap()[i >> 6], word, __ATOMIC_RELAXED);
+  }
   uint64_t page_offset_of(const void* p) const noexcept {
     return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(start);
   }
@@ -177,6 +197,16 @@ static_assert(sizeof(Segment) <= kSegmentBitmapsOffset);
 static_assert((kSegmentHeaderBytes & 4095) == 0);
 // The most blocks of a page (16-byte blocks in a 64 KiB page) fit its bitmap.
 static_assert((uint64_t{1} << kSmallPageShift) / 16 <= kBitmapBytes * 8);
+
+// Clears the free bit `segment_bit` (Page::segment_bit) of the segment of
+// `block`: what the owner's mark_live does, from the block's address alone.
+inline void segment_mark_live(const void* block, uint32_t segment_bit) noexcept {
+  auto* word = reinterpret_cast<uint64_t*>(align_down(reinterpret_cast<uintptr_t>(block), kSegmentSize) +
+                                           kSegmentBitmapsOffset) +
+               (segment_bit >> 6);
+  __atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) & ~(uint64_t{1} << (segment_bit & 63)),
+                   __ATOMIC_RELAXED);
+}
 
 inline constexpr uintptr_t kSegmentMagic = 0x756e69706f6f6c53ull;  // "unipoolS"
 

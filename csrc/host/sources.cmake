@@ -12,6 +12,7 @@ list(APPEND UNIPOOL_SOURCES
   host/engine_large.cpp
   host/engine_pages.cpp
   host/engine_pin_thread.cpp
+  host/engine_cache.cpp
   host/engine_small.cpp
   host/engine_stats.cpp
   host/engine_validate.cpp

@@ -131,11 +131,13 @@ class HostPool {
   // True when p is a live block in pinned memory.
   bool is_pinned(const void* p) const noexcept;
 
-  // Gives the calling thread's cached memory back to the shared pool (what
-  // thread exit does).
+  // Gives the calling thread's cached memory (its block cache, its pages)
+  // back to the shared pool (what thread exit does).
   void flush_thread_cache() noexcept;
-  // flush_thread_cache(), frees completed deferrals, returns the huge cache
-  // to the OS and decommits whole free chunks of pageable arenas.
+  // flush_thread_cache(), asks every other thread to give its block cache
+  // back (at its next refill or free into a full cache), frees completed deferrals,
+  // returns the huge cache to the OS and decommits whole free chunks of
+  // pageable arenas.
   void trim() noexcept;
 
   // Installs region hooks (above) in place of the current ones (empty hooks:

@@ -19,7 +19,8 @@ inline constexpr uint32_t kHostMaxClasses = 64;
 struct HostClassStats {
   uint64_t block_size = 0;
   uint64_t live_blocks = 0;    // handed out (deferred ones included)
-  uint64_t free_blocks = 0;    // free in pages of this class (any owner)
+  uint64_t free_blocks = 0;    // free in pages of this class (any owner), cached ones included
+  uint64_t cached_blocks = 0;  // of those, in the threads' block caches (kept for their reuse)
   uint64_t pages = 0;          // pages currently formatted for this class
   uint64_t refills = 0;        // times a thread or the shared list got a page
 };

@@ -7,8 +7,9 @@
 //
 // Run under LD_PRELOAD only: each case must abort (SIGABRT) with a line on
 // stderr naming the call and the pointer (run_under_preload.py checks it).
-// write_after_free frees a block (from this thread or another), writes over
-// its first 8 bytes and allocates until the pool reaches it; it prints
+// write_after_free frees a block (from this thread or another; the owner
+// then frees more, so the block leaves its block cache for its page's list),
+// writes over its first 8 bytes and allocates until the pool reaches it; it prints
 // "victim=<address>" on stderr first, for the check of the message.
 #include <dlfcn.h>
 #include <unistd.h>
@@ -89,7 +90,12 @@ void write_after_free(size_t size, const std::string& value, const std::string& 
   const int n = std::snprintf(line, sizeof line, "victim=%p\n", victim);
   if (write(STDERR_FILENO, line, static_cast<size_t>(n)) != n) return;
   if (freed_by == "owner") {
+    // The owner's free goes to its block cache, where nothing reads the
+    // link: more frees of the size push it out onto its page's list.
+    void* pushers[128];
+    for (void*& p : pushers) p = g_malloc(size);
     g_free(victim);
+    for (void* p : pushers) g_free(p);
   } else {
     std::thread([victim] { g_free(victim); }).join();
   }

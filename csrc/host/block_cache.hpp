@@ -1,0 +1,66 @@
+// unipool host: a thread's block cache, the blocks of each class it freed
+// last, kept in front of its pages.
+//
+// Why: in a live set larger than the core's caches, a page's free list
+// hands back a block freed long ago (a cold line), and pushing a block on a
+// list writes into it, another cold line, at every free. So each heap keeps,
+// per class, a bounded stack of pointers to the blocks it freed most
+// recently from its own pages. A free pushes the pointer and sets the
+// block's free bit; an allocation pops the top, a block it freed a few
+// operations ago. Neither reads or writes the block. jemalloc's tcache and
+// tcmalloc's per-CPU caches keep pointers the same way.
+//
+// Invariants (validate() checks each):
+// - A cached block is free for its user (the heap counted the free), its
+//   free bit is set (so a second free, usable_size() and the slow paths see a
+//   free block, from any thread), and it is still counted in page->used and
+//   on no page list: a page never empties under a cached block. The pages'
+//   live blocks are the heaps' live blocks plus the cached ones.
+// - Every cached block is on a page its heap owns. A page leaves its heap
+//   (shed to the shared lists, abandoned at thread exit) only after its
+//   cached blocks went back to its local list.
+// - Only the owning thread touches its stacks (and validate(), which the
+//   program calls with its threads quiet, as for the page lists).
+// - A class holds at most HeapClassHot::cache_limit blocks (block_cache_limit()).
+//   When full, the older half goes to the pages' local lists. The whole
+//   cache goes back at thread exit, flush_thread_cache(), trim(), and after
+//   the pool asked every thread for it (trim(), an allocation refused for
+//   lack of memory: the drain epoch), at the thread's next refill or next
+//   free into a full cache. A thread that does neither keeps its cache.
+// - Blocks freed by a thread that does not own their page skip the cache:
+//   the owner could not tell such a block free without reading it.
+// - hardened=on has no cache: a free block there always carries its checked
+//   link and cookie (free_link.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include "host/layout.hpp"
+#include "host/size_classes.hpp"
+#include "unipool/host_config.hpp"
+
+namespace unipool::host {
+
+inline constexpr uint32_t kCacheSlots = 64;
+
+// Blocks of `block_size` a class may cache under a policy: about 64 KiB of
+// them (8 KiB under `size`), at least one, at most kCacheSlots (16 under
+// `size`). `none` has no heaps, so no cache.
+constexpr uint32_t block_cache_limit(HostThreadCache policy, bool hardened, uint32_t block_size) noexcept {
+  if (policy == HostThreadCache::none || hardened) return 0;
+  const bool lean = policy == HostThreadCache::size;
+  const uint32_t bytes = lean ? 8u << 10 : 64u << 10;
+  const uint32_t most = lean ? 16 : kCacheSlots;
+  const uint32_t n = bytes / block_size;
+  return n < 1 ? 1 : (n > most ? most : n);
+}
+
+// The stacks; their counts sit in the heap's per-class hot lines. Beside
+// each block, its free bit's place in its segment (Page::segment_bit): an
+// allocation clears the bit without a chain of loads through the page.
+struct BlockCache {
+  Block* slots[kNumClasses][kCacheSlots];
+  uint32_t bits[kNumClasses][kCacheSlots];
+};
+
+}  // namespace unipool::host

@@ -1,0 +1,102 @@
+// unipool host: the block cache's slow side (block_cache.hpp): a free that
+// finds the cache full, the slow path's pop, giving blocks back to their
+// pages, and the drains.
+#include <algorithm>
+#include <cstring>
+
+#include "host/engine_fast.hpp"
+
+namespace unipool::host {
+
+Status Engine::cache_overflow(Heap* heap, Page* page, Block* b, uint32_t index) noexcept {
+  HeapClassHot& hot = heap->hot[page->cls];
+  if (hot.cache_limit != 0) {
+    check_drain_epoch(heap);
+    // The older half (all of a one-block cache): the newer blocks are the
+    // ones still in the core's caches.
+    if (hot.cached() != 0) drain_cache(heap, page->cls, hot.cached() - hot.cached() / 2);
+    // A drained block of b's page may have shed the page (thread_cache=size).
+    if (page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(heap->thread)) {
+      cache_push(heap, hot, page, b, index);
+      return Status::ok;
+    }
+  }
+  give_back(reinterpret_cast<uintptr_t>(heap->thread), page, b);
+  return Status::ok;
+}
+
+void Engine::drain_cache(Heap* heap, uint32_t cls, uint32_t n) noexcept {
+  HeapClassHot& hot = heap->hot[cls];
+  Block** slots = heap->cache.slots[cls];
+  uint32_t* bits = heap->cache.bits[cls];
+  Block* out[kCacheSlots];
+  std::memcpy(out, slots, n * sizeof(Block*));
+  std::memmove(slots, slots + n, (hot.cached() - n) * sizeof(Block*));
+  std::memmove(bits, bits + n, (hot.cached() - n) * sizeof(uint32_t));
+  hot.set_cached(hot.cached() - n);
+  // Every block onto its page's list first, while every page is still this
+  // heap's; then each page once, in address order, where a page may leave
+  // the heap (emptied, or shed under thread_cache=size).
+  std::sort(out, out + n);
+  for (uint32_t i = 0; i < n; ++i) {
+    Page* page = Segment::of(out[i])->page_of(out[i]);
+    push_local(page, out[i], page->index_of(out[i]));
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    Page* page = Segment::of(out[i])->page_of(out[i]);
+    if (i + 1 < n && Segment::of(out[i + 1])->page_of(out[i + 1]) == page) continue;
+    const uint32_t used = page->used.load(std::memory_order_relaxed);
+    if (used == 0 || page->in_full || page->below_shed(used)) heap_free_slow(heap, page);
+  }
+}
+
+void Engine::drain_caches(Heap* heap) noexcept {
+  for (uint32_t cls = 0; cls < kNumClasses; ++cls) {
+    if (heap->hot[cls].cached() != 0) drain_cache(heap, cls, heap->hot[cls].cached());
+  }
+}
+
+// Straight onto the local list, without the checks of heap_free_slow: the
+// caller is moving the page out of the heap.
+void Engine::drain_page(Heap* heap, Page* page) noexcept {
+  HeapClassHot& hot = heap->hot[page->cls];
+  Block** slots = heap->cache.slots[page->cls];
+  uint32_t* bits = heap->cache.bits[page->cls];
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < hot.cached(); ++i) {
+    Block* b = slots[i];
+    if (Segment::of(b)->page_of(b) == page) {
+      push_local(page, b, page->index_of(b));
+    } else {
+      bits[kept] = bits[i];
+      slots[kept++] = b;
+    }
+  }
+  hot.set_cached(kept);
+}
+
+void Engine::check_drain_epoch(Heap* heap) noexcept {
+  const uint32_t epoch = drain_epoch_.load(std::memory_order_relaxed);
+  if (heap->drain_seen == epoch) return;
+  heap->drain_seen = epoch;
+  drain_caches(heap);
+}
+
+bool Engine::relieve_pressure() noexcept {
+  // An allocation of the engine's own (t_internal) may come from under a
+  // page or class lock that a drain would take again.
+  if (t_internal != 0) return false;
+  const Status why = thread_last_status();
+  if (why != Status::out_of_space && why != Status::allocation_limit) return false;
+  drain_epoch_.fetch_add(1, std::memory_order_relaxed);
+  if (slot_ == 0) return false;
+  const HeapRef& ref = t_thread->heaps[slot_];
+  if (ref.generation != generation_) return false;
+  bool had = false;
+  for (const HeapClassHot& hot : ref.heap->hot) had = had || hot.cached() != 0;
+  ref.heap->drain_seen = drain_epoch_.load(std::memory_order_relaxed);
+  drain_caches(ref.heap);
+  return had;
+}
+
+}  // namespace unipool::host

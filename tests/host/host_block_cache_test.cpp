@@ -1,0 +1,222 @@
+// unipool host: the block cache (csrc/host/block_cache.hpp). A block a
+// thread frees comes back to that thread first; the cache stays within its
+// bound and goes back to the pages when full, at thread exit and after
+// trim(); a cached block is free to everyone who asks (a second free is
+// refused from any thread, usable_size() is 0), and validate() recounts it.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "host_test_util.hpp"
+#include "support/valid.hpp"
+
+namespace unipool::test {
+namespace {
+
+// The class stats of the class that serves `size`.
+HostClassStats class_of(const HostPool& pool, size_t size) {
+  const HostPoolStats st = pool.stats();
+  for (uint32_t c = 0; c < st.num_classes; ++c) {
+    if (st.classes[c].block_size >= size) return st.classes[c];
+  }
+  ADD_FAILURE() << "no class holds " << size << " bytes";
+  return {};
+}
+
+std::vector<void*> allocate_n(HostPool& pool, size_t n, size_t size) {
+  std::vector<void*> blocks;
+  for (size_t i = 0; i < n; ++i) {
+    void* p = pool.allocate(size);
+    EXPECT_NE(p, nullptr) << HostPool::last_error();
+    blocks.push_back(p);
+  }
+  return blocks;
+}
+
+TEST(HostBlockCache, TheLastFreedBlockIsTheNextAllocated) {
+  HostPool pool(kTestConf);
+  std::vector<void*> blocks = allocate_n(pool, 8, 64);
+  ASSERT_EQ(pool.deallocate(blocks[3]), Status::ok);
+  ASSERT_EQ(pool.deallocate(blocks[5]), Status::ok);
+  EXPECT_EQ(class_of(pool, 64).cached_blocks, 2u);
+  EXPECT_EQ(class_of(pool, 64).live_blocks, 6u);
+  EXPECT_VALID(pool);
+  EXPECT_EQ(pool.allocate(64).ptr, blocks[5]);
+  EXPECT_EQ(pool.allocate(64).ptr, blocks[3]);
+  EXPECT_EQ(class_of(pool, 64).cached_blocks, 0u);
+  for (void* p : blocks) EXPECT_EQ(pool.deallocate(p), Status::ok);
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostBlockCache, ACachedBlockIsFreeToEveryThread) {
+  HostPool pool(kTestConf);
+  void* keep = pool.allocate(128);
+  void* p = pool.allocate(128);
+  ASSERT_EQ(pool.deallocate(p), Status::ok);
+  ASSERT_EQ(class_of(pool, 128).cached_blocks, 1u);
+  EXPECT_EQ(pool.usable_size(p), 0u);
+  EXPECT_FALSE(pool.owns(p));
+  EXPECT_EQ(pool.deallocate(p), Status::not_live);
+  EXPECT_NE(std::string(HostPool::last_error()).find("double free"), std::string::npos) << HostPool::last_error();
+  Status other = Status::ok;
+  std::string why;
+  std::thread([&] {
+    other = pool.deallocate(p);
+    why = HostPool::last_error();
+  }).join();
+  EXPECT_EQ(other, Status::not_live);
+  EXPECT_NE(why.find("double free"), std::string::npos) << why;
+  EXPECT_EQ(pool.stats().misuse_errors, 2u);
+  EXPECT_VALID(pool);
+  EXPECT_EQ(pool.deallocate(keep), Status::ok);
+}
+
+TEST(HostBlockCache, StaysWithinItsBoundAndGivesTheOlderBlocksBack) {
+  HostPool pool(kTestConf);
+  std::vector<void*> blocks = allocate_n(pool, 1000, 64);
+  for (void* p : blocks) ASSERT_EQ(pool.deallocate(p), Status::ok);
+  const HostClassStats cs = class_of(pool, 64);
+  EXPECT_GT(cs.cached_blocks, 0u);
+  EXPECT_LE(cs.cached_blocks, 64u);
+  EXPECT_GE(cs.free_blocks, cs.cached_blocks);
+  EXPECT_EQ(cs.live_blocks, 0u);
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+  // The newest frees stayed: the last one is handed out first.
+  void* again = pool.allocate(64);
+  EXPECT_EQ(again, blocks.back());
+  EXPECT_EQ(pool.deallocate(again), Status::ok);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostBlockCache, ThePoliciesBoundIt) {
+  struct Case {
+    const char* conf;
+    uint64_t most;
+  };
+  for (const Case& c : {Case{"thread_cache=size", 16}, Case{"thread_cache=none", 0}, Case{"hardened=on", 0}}) {
+    HostPool pool(conf(c.conf));
+    std::vector<void*> blocks = allocate_n(pool, 200, 256);
+    for (void* p : blocks) ASSERT_EQ(pool.deallocate(p), Status::ok);
+    EXPECT_LE(class_of(pool, 256).cached_blocks, c.most) << c.conf;
+    if (c.most != 0) EXPECT_GT(class_of(pool, 256).cached_blocks, 0u) << c.conf;
+    EXPECT_VALID(pool);
+  }
+}
+
+TEST(HostBlockCache, ThreadExitAndFlushGiveItBack) {
+  HostPool pool(kTestConf);
+  std::thread([&] {
+    std::vector<void*> blocks = allocate_n(pool, 100, 256);
+    for (void* p : blocks) EXPECT_EQ(pool.deallocate(p), Status::ok);
+    EXPECT_GT(class_of(pool, 256).cached_blocks, 0u);
+  }).join();
+  EXPECT_VALID(pool);  // its blocks are back on their pages, now shared
+
+  std::vector<void*> blocks = allocate_n(pool, 10, 256);
+  for (void* p : blocks) ASSERT_EQ(pool.deallocate(p), Status::ok);
+  EXPECT_EQ(class_of(pool, 256).cached_blocks, 10u);
+  pool.flush_thread_cache();
+  EXPECT_EQ(class_of(pool, 256).cached_blocks, 0u);
+  EXPECT_VALID(pool);
+}
+
+// trim() cannot reach into another thread's cache: it asks, and the thread
+// gives its cache back at its next slow call.
+TEST(HostBlockCache, TrimAsksEveryThreadToGiveItBack) {
+  HostPool pool(kTestConf);
+  std::mutex m;
+  std::condition_variable cv;
+  int step = 0;
+  auto wait_for = [&](int s) {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return step >= s; });
+  };
+  auto go = [&](int s) {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      step = s;
+    }
+    cv.notify_all();
+  };
+  void* other = nullptr;
+  std::thread worker([&] {
+    std::vector<void*> blocks = allocate_n(pool, 40, 64);
+    for (void* p : blocks) EXPECT_EQ(pool.deallocate(p), Status::ok);
+    go(1);
+    wait_for(2);
+    other = pool.allocate(3000);  // a class never used: its slow path
+    go(3);
+    wait_for(4);
+    EXPECT_EQ(pool.deallocate(other), Status::ok);
+  });
+  wait_for(1);
+  EXPECT_EQ(class_of(pool, 64).cached_blocks, 40u);
+  pool.trim();
+  EXPECT_EQ(class_of(pool, 64).cached_blocks, 40u);  // the worker made no call yet
+  go(2);
+  wait_for(3);
+  EXPECT_NE(other, nullptr);
+  EXPECT_EQ(class_of(pool, 64).cached_blocks, 0u);
+  EXPECT_VALID(pool);
+  go(4);
+  worker.join();
+  EXPECT_VALID(pool);
+}
+
+// Blocks freed by a thread that does not own their page skip its cache:
+// they go to their page's remote list, and come back to the owner.
+TEST(HostBlockCache, OtherThreadsFreesGoToTheOwner) {
+  HostPool pool(kTestConf);
+  std::vector<void*> blocks = allocate_n(pool, 32, 512);
+  std::thread([&] {
+    void* mine = pool.allocate(512);  // a heap of its own in this pool
+    for (void* p : blocks) EXPECT_EQ(pool.deallocate(p), Status::ok);
+    EXPECT_EQ(class_of(pool, 512).cached_blocks, 0u);
+    EXPECT_EQ(pool.deallocate(mine), Status::ok);
+    EXPECT_EQ(class_of(pool, 512).cached_blocks, 1u);
+  }).join();
+  EXPECT_VALID(pool);
+  // The owner's next allocations collect them from the page's remote list.
+  std::vector<void*> again = allocate_n(pool, 32, 512);
+  EXPECT_EQ(std::set<void*>(again.begin(), again.end()), std::set<void*>(blocks.begin(), blocks.end()));
+  for (void* p : again) EXPECT_EQ(pool.deallocate(p), Status::ok);
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+}
+
+// A page shed to the shared lists (thread_cache=size) takes its cached
+// blocks with it, while another thread adopts shed pages of the class: the
+// blocks reach the adopter's lists, never its remote list with their bit set
+// (collect_remote would report that as corruption).
+TEST(HostBlockCache, ShedPagesLeaveNoCachedBlockBehind) {
+  HostPool pool(conf("thread_cache=size"));
+  std::atomic<bool> done{false};
+  std::thread adopter([&] {
+    std::vector<void*> mine;
+    while (!done.load()) {
+      for (int i = 0; i < 64; ++i) mine.push_back(pool.allocate(48));
+      for (void* p : mine) EXPECT_EQ(pool.deallocate(p), Status::ok);
+      mine.clear();
+    }
+  });
+  for (int round = 0; round < 20; ++round) {
+    std::vector<void*> blocks = allocate_n(pool, 4000, 48);
+    for (size_t i = 0; i < blocks.size(); i += 2) ASSERT_EQ(pool.deallocate(blocks[i]), Status::ok);
+    for (size_t i = 1; i < blocks.size(); i += 2) ASSERT_EQ(pool.deallocate(blocks[i]), Status::ok);
+  }
+  done.store(true);
+  adopter.join();
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+}
+
+}  // namespace
+}  // namespace unipool::test
