@@ -3,6 +3,8 @@
 
 namespace unipool::host {
 
+static_assert(kNumClasses <= kHostMaxClasses, "HostPoolStats has room for every class");
+
 void Engine::count_small(int64_t live[kNumClasses], uint64_t refills[kNumClasses], int64_t* unflushed,
                          uint64_t* cached) const noexcept {
   *unflushed = 0;

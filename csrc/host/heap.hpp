@@ -62,6 +62,7 @@ struct Heap {
   uint32_t drain_seen = 0;  // the engine's drain epoch when this heap last looked
   // Bit c: some page of class c got a remote free since the owner last looked.
   alignas(64) std::atomic<uint64_t> remote_mask{0};
+  static_assert(kNumClasses <= 64, "a bit of remote_mask per class");
   alignas(64) Engine* engine = nullptr;
   ThreadState* thread = nullptr;
   PageList empty[2];        // empty pages kept for reuse, by kind

@@ -63,13 +63,15 @@ INSTANTIATE_TEST_SUITE_P(Paths, HostSizePath,
 
 TEST(HostPool, SmallAndMiddleBlocksUseSizeClassesWithBoundedWaste) {
   HostPool pool(kTestConf);
-  for (size_t size = 1; size <= (32 << 10); size += (size < 2048 ? 1 : 97)) {
+  for (size_t size = 1; size <= (32 << 10); size += (size < 8192 ? 1 : 97)) {
     void* p = pool.allocate(size);
     ASSERT_NE(p, nullptr);
     const size_t usable = pool.usable_size(p);
     EXPECT_GE(usable, size);
-    // Four classes per power of two: at most 25% over (16 B minimum).
+    // Four classes per power of two: at most 25% over (16 B minimum);
+    // eight between 1 and 8 KiB: at most 12.5%.
     EXPECT_LE(usable, std::max<size_t>(16, size + size / 4 + 15)) << size;
+    if (size > 1024 && size <= 8192) EXPECT_LE(usable, size + size / 8) << size;
     ASSERT_EQ(pool.deallocate(p), Status::ok);
   }
   EXPECT_VALID(pool);
