@@ -12,10 +12,12 @@
 //
 // Invariants (validate() checks each):
 // - A cached block is free for its user (the heap counted the free), its
-//   free bit is set (so a second free, usable_size() and the slow paths see a
-//   free block, from any thread), and it is still counted in page->used and
-//   on no page list: a page never empties under a cached block. The pages'
-//   live blocks are the heaps' live blocks plus the cached ones.
+//   free bit is set (so the owner's second free, usable_size() and the slow
+//   paths see a free block), and it is still counted in page->used and on
+//   no page list: a page never empties under a cached block. The pages'
+//   live blocks are the heaps' live blocks plus the cached ones. Another
+//   thread's second free is found when the owner collects it: its bit is
+//   set, or, if the owner handed the block out again, its cookie is gone.
 // - Every cached block is on a page its heap owns. A page leaves its heap
 //   (shed to the shared lists, abandoned at thread exit) only after its
 //   cached blocks went back to its local list.

@@ -197,8 +197,13 @@ Status Engine::check_block(Page* page, const void* p) const noexcept {
     return misuse("free of an interior pointer (not the start of its block)", p);
   }
   // Free: on a list (its cookie) or in its owner's block cache (its bit).
+  // Only the owner reads the bit here: for another thread it is a line the
+  // owner keeps writing. A block of the owner's cache that another thread
+  // frees again is caught when the owner collects it (collect_remote).
   const auto* b = static_cast<const Block*>(p);
-  if (b->cookie == (reinterpret_cast<uintptr_t>(p) ^ secret_) || page->bit_is_free(static_cast<uint32_t>(idx))) {
+  const bool owner = page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread);
+  if (b->cookie == (reinterpret_cast<uintptr_t>(p) ^ secret_) ||
+      (owner && page->bit_is_free(static_cast<uint32_t>(idx)))) {
     return misuse("double free (the block is already free)", p);
   }
   return Status::ok;

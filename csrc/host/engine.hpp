@@ -232,7 +232,9 @@ class Engine {
   inline bool next_checked(const Page* page, const Block* block, Block** next) const noexcept;
   // Counts and reports a free block found written after it was freed (the
   // caller drops it and the rest of its list, never following the link).
-  void report_corruption(const Page* page, const Block* block) const noexcept;
+  // double_free: the block was already free for its owner when another
+  // thread freed it (found when the owner collects remote frees).
+  void report_corruption(const Page* page, const Block* block, bool double_free = false) const noexcept;
 
   // ---- large (engine_large.cpp) ----
   void* allocate_large(size_t size, size_t alignment, bool* fresh) noexcept;

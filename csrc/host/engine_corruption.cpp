@@ -10,13 +10,21 @@
 
 namespace unipool::host {
 
-void Engine::report_corruption(const Page* page, const Block* block) const noexcept {
+void Engine::report_corruption(const Page* page, const Block* block, bool double_free) const noexcept {
   Message what;
-  what.add("heap corruption: the free block at ")
-      .add_ptr(block)
-      .add(" was written after it was freed (a ")
-      .add_dec(page->block_size)
-      .add("-byte block; its free-list link or cookie was overwritten)");
+  if (double_free) {
+    what.add("heap corruption: the block at ")
+        .add_ptr(block)
+        .add(" was freed twice (a ")
+        .add_dec(page->block_size)
+        .add("-byte block; the second free came from another thread while it was free)");
+  } else {
+    what.add("heap corruption: the free block at ")
+        .add_ptr(block)
+        .add(" was written after it was freed (a ")
+        .add_dec(page->block_size)
+        .add("-byte block; its free-list link or cookie was overwritten)");
+  }
   if (counters_.corruption.fetch_add(1, std::memory_order_relaxed) == 0) first_corruption_ = what;
   fail(Status::corrupted, Message{}.add("unipool host pool: ").add(what.c_str()));
   if (CorruptionHandler handler = corruption_handler()) handler(what.c_str());

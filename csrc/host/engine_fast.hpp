@@ -79,6 +79,9 @@ inline void* Engine::take_cached(Heap* heap, HeapClassHot& hot, uint32_t cls) no
   hot.set_cached(n);
   Block* b = heap->cache.slots[cls][n];
   segment_mark_live(b, heap->cache.bits[cls][n]);
+  // Live again: should another thread free it a second time meanwhile, the
+  // owner's collect then finds no cookie on it (collect_remote).
+  b->cookie = 0;
   // The next allocation's block: the free did not touch it, so its line
   // may be cold; start fetching it for the program now.
   if (n != 0) __builtin_prefetch(heap->cache.slots[cls][n - 1], 1, 3);

@@ -81,7 +81,8 @@ bool Engine::extend_page(Page* page) noexcept {
 }
 
 // Every link of the remote list gets every check (this is no fast path), and
-// a block already on the local list (its bit set) cannot be on this one too.
+// a block already free for the owner (its bit set: on the local list or in
+// the block cache) cannot be on this one too.
 // A block that fails ends the walk: it and the blocks behind it stay counted
 // as used and are never handed out (engine_corruption.cpp).
 uint32_t Engine::collect_remote(Page* page, bool* damaged) noexcept {
@@ -91,7 +92,9 @@ uint32_t Engine::collect_remote(Page* page, bool* damaged) noexcept {
   for (Block* b = list; b != nullptr;) {
     Block* next = nullptr;
     if (!next_checked(page, b, &next) || page->bit_is_free(page->index_of(b)) || n == page->capacity) {
-      report_corruption(page, b);
+      // A set bit: the owner holds it free (its list or block cache) and
+      // another thread freed it again.
+      report_corruption(page, b, page->bit_is_free(page->index_of(b)));
       if (damaged != nullptr) *damaged = true;
       break;
     }
