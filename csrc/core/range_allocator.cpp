@@ -423,6 +423,61 @@ UNIPOOL_ALWAYS_INLINE void RangeAllocator::drop_range(uint32_t index) {
   release_node(index);
 }
 
+Status RangeAllocator::resize(uint64_t offset, uint64_t handle, uint64_t size) {
+  if (size == 0) return Status::zero_size;
+  const uint32_t index = node_for(offset, handle);
+  if (index == kNone) return Status::not_live;
+  if (size > capacity_) return Status::out_of_space;
+  const uint64_t extent = align_up(size, options_.alignment);
+  const uint64_t old_extent = nodes_[index].size;
+  if (extent > old_extent && !grow_used(index, extent - old_extent)) return Status::out_of_space;
+  if (extent < old_extent && !shrink_used(index, old_extent - extent)) return Status::allocation_limit;
+  Node& n = nodes_[index];
+  requested_bytes_ = requested_bytes_ - (old_extent - n.live.padding) + size;
+  n.live.padding = static_cast<uint32_t>(n.size - size);
+  return Status::ok;
+}
+
+// Used range `index` takes the first `more` bytes of the free range after it.
+bool RangeAllocator::grow_used(uint32_t index, uint64_t more) {
+  const uint32_t right = nodes_[index].next_addr;
+  if (right == kNone || nodes_[right].state != kFree || nodes_[right].size < more) return false;
+  if (nodes_[right].size == more) {
+    unfile_free(right);
+    drop_range(right);
+  } else {
+    resize_free(right, nodes_[right].offset + more, nodes_[right].size - more);
+  }
+  nodes_[index].size = (nodes_[index].size + more) & kSizeMask;
+  used_bytes_ += more;
+  return true;
+}
+
+// Used range `index` gives its last `less` bytes back: to the free range
+// after it when there is one (free ranges never touch), else as a new one.
+bool RangeAllocator::shrink_used(uint32_t index, uint64_t less) {
+  const uint32_t right = nodes_[index].next_addr;
+  if (right != kNone && nodes_[right].state == kFree) {
+    resize_free(right, nodes_[right].offset - less, nodes_[right].size + less);
+  } else {
+    const uint32_t tail = acquire_node();  // first: it may grow nodes_
+    if (tail == kNone) return false;
+    Node& n = nodes_[index];
+    Node& t = nodes_[tail];
+    t.offset = n.offset + n.size - less;
+    t.size = less & kSizeMask;
+    t.prev_addr = index;
+    t.next_addr = n.next_addr;
+    if (n.next_addr != kNone) nodes_[n.next_addr].prev_addr = tail;
+    n.next_addr = tail;
+    if (last_node_ == index) last_node_ = tail;
+    file_free(tail);
+  }
+  nodes_[index].size = (nodes_[index].size - less) & kSizeMask;
+  used_bytes_ -= less;
+  return true;
+}
+
 uint64_t RangeAllocator::allocation_size(uint64_t offset, uint64_t handle) const {
   const uint32_t index = node_for(offset, handle);
   return index == kNone ? 0 : nodes_[index].size;

@@ -30,6 +30,10 @@ class LockedRangeAllocator {
     std::lock_guard lock(mutex_);
     return inner_.deallocate(a);
   }
+  Status resize(uint64_t offset, uint64_t handle, uint64_t size) {
+    std::lock_guard lock(mutex_);
+    return inner_.resize(offset, handle, size);
+  }
   Status extend(uint64_t bytes) {
     std::lock_guard lock(mutex_);
     return inner_.extend(bytes);

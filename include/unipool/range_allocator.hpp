@@ -116,6 +116,15 @@ class RangeAllocator {
     return a.owner == tag_ ? deallocate(a.offset, a.handle) : Status::foreign;
   }
 
+  // Gives a live allocation `size` bytes where it is: the offset and handle
+  // stay. Growing takes the bytes from the free range right after it;
+  // shrinking gives the tail back to the free ranges (merged with a free
+  // neighbour). Status::not_live for a handle that is not live at `offset`,
+  // zero_size for 0, out_of_space when the range after it is not free or too
+  // short, allocation_limit when a shrink needs a node and none is left;
+  // nothing changes then. O(1).
+  Status resize(uint64_t offset, uint64_t handle, uint64_t size);
+
   // The extent (aligned size) of a live allocation, 0 if it is not live.
   uint64_t allocation_size(uint64_t offset, uint64_t handle) const;
   // The same for a RangeAllocation; 0 also when another allocator made it.
@@ -200,6 +209,8 @@ class RangeAllocator {
   uint32_t take_front(uint32_t index, uint64_t size);
   void split_off_head(uint32_t index, uint64_t head);
   void drop_range(uint32_t index);
+  bool grow_used(uint32_t index, uint64_t more);
+  bool shrink_used(uint32_t index, uint64_t less);
   uint32_t node_for(uint64_t offset, uint64_t handle) const;
   uint32_t range_holding(uint64_t offset) const;
   bool reserve_spare_nodes();

@@ -17,6 +17,8 @@
 //     range_allocator_errors_test: Misuse.DoubleFree, Misuse.NeverAllocatedHandle, Misuse.InteriorOffset,
 //       Misuse.AnotherAllocationsHandle, Misuse.StaleHandleAfterTheNodeWasReused,
 //       RangeAllocatorErrors.ForeignAllocationIsRefused, RangeAllocatorErrors.FailedAllocationIsForeignToEveryAllocator
+//   resize(offset, handle, size)
+//     range_allocator_resize_test: RangeResize.RefusalsChangeNothing
 //   allocation_size(offset, handle)
 //     here: RangeAllocatorBadInput.AllocationSizeOfWhatIsNotLiveIsZero
 //   extend(bytes)
