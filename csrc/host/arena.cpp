@@ -250,6 +250,25 @@ Status Arena::grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* de
   return Status::ok;
 }
 
+Status Arena::resize(uint64_t offset, uint64_t handle, uint64_t size, const ArenaSettings& settings,
+                     ArenaDelta* delta) noexcept {
+  InternalScope internal;  // a shrink may need a node
+  const uint64_t before = ranges_->allocation_size(offset, handle);
+  Status s = Status::out_of_space;
+  try {
+    s = ranges_->resize(offset, handle, size);
+  } catch (...) {
+    return Status::out_of_space;
+  }
+  if (s != Status::ok) return s;
+  const uint64_t after = ranges_->allocation_size(offset, handle);
+  if (after > before) {
+    recommit(offset + before, after - before, settings, delta);
+    if (offset + after > handed_high_) handed_high_ = offset + after;
+  }
+  return Status::ok;
+}
+
 void Arena::recommit(uint64_t offset, uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta) noexcept {
   if (committed_bytes_ == committed_end_) return;  // no chunk is decommitted
   for (uint64_t c = offset / chunk_; c * chunk_ < offset + bytes; ++c) {

@@ -95,6 +95,11 @@ class alignas(64) Arena {
   Status allocate(uint64_t size, uint64_t alignment, uint64_t headroom, const ArenaSettings& settings,
                   RangeAllocation* out, ArenaDelta* delta, Message* why, ArenaBlocked* blocked, bool* fresh) noexcept;
   Status free(uint64_t offset, uint64_t handle) noexcept;
+  // A used range grown into the free range after it or shrunk in place
+  // (RangeAllocator::resize); decommitted chunks it grows over are
+  // committed again. Its status, nothing changed on a refusal.
+  Status resize(uint64_t offset, uint64_t handle, uint64_t size, const ArenaSettings& settings,
+                ArenaDelta* delta) noexcept;
   // Decommits whole free chunks until at most `retain` free bytes stay
   // committed. Pageable arenas only.
   void trim(uint64_t retain, ArenaDelta* delta) noexcept;

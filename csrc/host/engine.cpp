@@ -278,8 +278,10 @@ void* Engine::allocate_zeroed(size_t size) noexcept {
 }
 
 // A block that still fits, wasting at most half of it, stays; a huge block
-// is resized by the kernel where it can be (resize_huge); anything else
-// moves: a new block, the bytes copied, the old one freed.
+// is resized by the kernel where it can be (resize_huge), a large one in its
+// arena (resize_large: into the free range after it, or its tail given
+// back); anything else moves: a new block, the bytes copied, the old one
+// freed.
 void* Engine::reallocate(void* p, size_t size) noexcept {
   if (p == nullptr) return allocate(size);
   const size_t usable = usable_size(p);
@@ -288,10 +290,14 @@ void* Engine::reallocate(void* p, size_t size) noexcept {
     return nullptr;
   }
   if (size == 0) return allocate(size);  // refused, and says why; p stays
-  if (locate(p).kind == Kind::huge) {
+  const Located loc = locate(p);
+  if (loc.kind == Kind::huge) {
     if (void* resized = resize_huge(p, size)) return resized;
   }
   if (size <= usable && size >= usable / 2) return p;
+  if (loc.kind == Kind::large && size > middle_max_) {
+    if (void* resized = resize_large(loc.arena_index, p, size)) return resized;
+  }
   void* moved = allocate(size);
   if (moved == nullptr) return nullptr;
   std::memcpy(moved, p, size < usable ? size : usable);

@@ -239,6 +239,9 @@ class Engine {
   // ---- large (engine_large.cpp) ----
   void* allocate_large(size_t size, size_t alignment, bool* fresh) noexcept;
   Status free_large(uint32_t arena_index, void* p) noexcept;
+  // reallocate's first try for a large block: p grown into the free range
+  // after it or shrunk in place; nullptr: copy instead.
+  void* resize_large(uint32_t arena_index, void* p, size_t size) noexcept;
   LargeHeader* large_header(Arena* arena, const void* p) const noexcept UNIPOOL_REQUIRES(arena->mutex());
   // The same checks but the range allocator's (no lock): for usable_size().
   const LargeHeader* large_header_unlocked(const Arena* arena, const void* p) const noexcept;

@@ -386,4 +386,27 @@ Status Engine::free_large(uint32_t arena_index, void* p) noexcept {
   return Status::ok;
 }
 
+void* Engine::resize_large(uint32_t arena_index, void* p, size_t size) noexcept {
+  if (size > huge_threshold_) return nullptr;  // a huge block now: a mapping of its own
+  Arena* arena = &arenas_[arena_index];
+  int64_t requested = 0, extent = 0;
+  {
+    FutexGuard lock(arena->mutex());
+    LargeHeader* h = large_header(arena, p);
+    if (h == nullptr) return nullptr;
+    ArenaDelta delta;
+    if (arena->resize(h->offset, h->handle, size + h->pad, arena_settings_, &delta) != Status::ok) return nullptr;
+    const uint64_t now = arena->ranges().allocation_size(h->offset, h->handle);
+    requested = static_cast<int64_t>(size) - static_cast<int64_t>(h->requested);
+    extent = static_cast<int64_t>(now) - static_cast<int64_t>(h->extent);
+    h->extent = now;
+    h->requested = size;
+    h->pinned = arena->range_pinned(h->offset, now) ? 1 : 0;
+    if (extent < 0) arena->maybe_trim(retain_, &delta);
+    counters_.apply(delta);
+  }
+  account_large(large_heap(), 0, requested, extent);
+  return p;
+}
+
 }  // namespace unipool::host

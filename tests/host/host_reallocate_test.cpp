@@ -1,6 +1,7 @@
 // unipool host: reallocate (realloc) keeps a block that still fits, remaps a
-// huge block (mremap: no new mapping, exact accounting), moves the rest with
-// their bytes, and leaves the block live and unchanged on every refusal.
+// huge block (mremap: no new mapping, exact accounting), grows or shrinks a
+// large block in its arena where the range after it allows, moves the rest
+// with their bytes, and leaves the block live and unchanged on every refusal.
 #include <unistd.h>
 
 #include <cstdint>
@@ -42,6 +43,56 @@ TEST(HostReallocate, SmallAndLargeBlocksMoveWithTheirBytes) {
   EXPECT_EQ(pool.stats().large_blocks, 0u);
   EXPECT_EQ(pool.deallocate(small.ptr), Status::ok);
   EXPECT_EQ(pool.stats().requested_bytes, 0u);
+  EXPECT_VALID(pool);
+}
+
+// A large block (in an arena) grows into the free range after it and gives
+// its tail back when it shrinks: same address, no copy, exact books. With
+// a live block right after it, growing moves it.
+TEST(HostReallocate, LargeBlockGrowsAndShrinksInItsArena) {
+  HostPool pool(kTestConf);
+  void* p = pool.allocate(100000);
+  ASSERT_NE(p, nullptr);
+  fill(p, 100000, 4);
+  const HostAllocation grown = pool.reallocate(p, 700000);
+  ASSERT_EQ(grown.ptr, p) << HostPool::last_error();
+  EXPECT_GE(pool.usable_size(p), 700000u);
+  EXPECT_TRUE(intact(p, 100000, 4));
+  HostPoolStats st = pool.stats();
+  EXPECT_EQ(st.large_blocks, 1u);
+  EXPECT_EQ(st.requested_bytes, 700000u);
+  EXPECT_LT(st.allocated_bytes, 700000u + 256);
+  EXPECT_VALID(pool);
+  fill(p, 700000, 5);
+  const HostAllocation shrunk = pool.reallocate(p, 200000);
+  ASSERT_EQ(shrunk.ptr, p);
+  EXPECT_TRUE(intact(p, 200000, 5));
+  st = pool.stats();
+  EXPECT_EQ(st.requested_bytes, 200000u);
+  EXPECT_LT(st.allocated_bytes, 200000u + 256);
+  EXPECT_VALID(pool);
+
+  EXPECT_EQ(pool.deallocate(p), Status::ok);
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+}
+
+TEST(HostReallocate, LargeBlockWithALiveNeighbourMoves) {
+  HostPool pool(kTestConf);
+  void* p = pool.allocate(100000);
+  void* next = pool.allocate(100000);  // carved right after p
+  ASSERT_TRUE(p != nullptr && next != nullptr);
+  ASSERT_GT(static_cast<char*>(next), static_cast<char*>(p));
+  ASSERT_LT(static_cast<char*>(next), static_cast<char*>(p) + 101000);
+  fill(p, 100000, 6);
+  const HostAllocation moved = pool.reallocate(p, 400000);
+  ASSERT_NE(moved, nullptr) << HostPool::last_error();
+  EXPECT_NE(moved.ptr, p);
+  EXPECT_TRUE(intact(moved.ptr, 100000, 6));
+  EXPECT_EQ(pool.usable_size(p), 0u);
+  EXPECT_EQ(pool.deallocate(next), Status::ok);
+  EXPECT_EQ(pool.deallocate(moved.ptr), Status::ok);
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
   EXPECT_VALID(pool);
 }
 
