@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "support/allocator_checks.hpp"
@@ -18,6 +19,23 @@ using test::free_range;
 using test::kKiB;
 using test::ranges_of;
 using test::used_range;
+
+// Two ranges of `size` carved one after the other from the start.
+std::pair<RangeAllocation, RangeAllocation> two_adjacent(RangeAllocator& a, uint64_t size) {
+  const RangeAllocation x = a.allocate(size);
+  const RangeAllocation y = a.allocate(size);
+  EXPECT_TRUE(x && y);
+  EXPECT_EQ(y.offset, x.offset + x.extent);
+  return {x, y};
+}
+
+// Everything freed: one free range over the whole capacity again.
+void expect_whole_and_free(const RangeAllocator& a) {
+  EXPECT_EQ(ranges_of(a), (std::vector<RangeInfo>{free_range(0, a.capacity())}));
+  EXPECT_EQ(a.used_bytes(), 0u);
+  EXPECT_EQ(a.requested_bytes(), 0u);
+  EXPECT_VALID(a);
+}
 
 TEST(RangeResize, GrowsIntoTheFreeRangeAfterIt) {
   RangeAllocator a(64 * kKiB, {.alignment = 256});
@@ -35,15 +53,12 @@ TEST(RangeResize, GrowsIntoTheFreeRangeAfterIt) {
   EXPECT_EQ(ranges_of(a), (std::vector<RangeInfo>{used_range(0, 64 * kKiB)}));
   EXPECT_VALID(a);
   ASSERT_EQ(a.deallocate(x), Status::ok);
-  EXPECT_EQ(ranges_of(a), (std::vector<RangeInfo>{free_range(0, 64 * kKiB)}));
-  EXPECT_VALID(a);
+  expect_whole_and_free(a);
 }
 
 TEST(RangeResize, ShrinksIntoAFreeNeighbourOrANewFreeRange) {
   RangeAllocator a(64 * kKiB, {.alignment = 256});
-  const RangeAllocation x = a.allocate(8 * kKiB);
-  const RangeAllocation y = a.allocate(8 * kKiB);
-  ASSERT_TRUE(x && y);
+  const auto [x, y] = two_adjacent(a, 8 * kKiB);
   // x's neighbour is used: the tail becomes a free range of its own.
   ASSERT_EQ(a.resize(x.offset, x.handle, 3000), Status::ok);
   EXPECT_EQ(ranges_of(a), (std::vector<RangeInfo>{used_range(0, 3072, 3000), free_range(3072, 8 * kKiB - 3072),
@@ -64,15 +79,12 @@ TEST(RangeResize, ShrinksIntoAFreeNeighbourOrANewFreeRange) {
   EXPECT_EQ(a.trailing_free(), 1 * kKiB - 256);
   EXPECT_VALID(a);
   for (const RangeAllocation& r : {x, y, z}) ASSERT_EQ(a.deallocate(r), Status::ok);
-  EXPECT_EQ(ranges_of(a), (std::vector<RangeInfo>{free_range(0, 64 * kKiB)}));
-  EXPECT_VALID(a);
+  expect_whole_and_free(a);
 }
 
 TEST(RangeResize, RefusalsChangeNothing) {
   RangeAllocator a(16 * kKiB, {.alignment = 256});
-  const RangeAllocation x = a.allocate(4 * kKiB);
-  const RangeAllocation y = a.allocate(4 * kKiB);
-  ASSERT_TRUE(x && y);
+  const auto [x, y] = two_adjacent(a, 4 * kKiB);
   const std::vector<RangeInfo> before = ranges_of(a);
   EXPECT_EQ(a.resize(x.offset, x.handle, 5 * kKiB), Status::out_of_space);   // y is next
   EXPECT_EQ(a.resize(y.offset, y.handle, 13 * kKiB), Status::out_of_space);  // past the end
@@ -114,15 +126,16 @@ TEST(RangeResize, RandomResizesKeepTheBooks) {
       if (s == Status::ok) l.size = size;
       EXPECT_EQ(a.allocation_size(l.r), (l.size + 63) / 64 * 64);
     }
-    if (step % 1000 == 0) ASSERT_VALID(a);
+    if (step % 1000 == 0) {
+      ASSERT_VALID(a);
+    }
   }
   uint64_t requested = 0;
   for (const Live& l : live) requested += l.size;
   EXPECT_EQ(a.requested_bytes(), requested);
   EXPECT_EQ(a.live_allocations(), live.size());
   for (const Live& l : live) ASSERT_EQ(a.deallocate(l.r), Status::ok);
-  EXPECT_EQ(a.free_ranges(), 1u);
-  EXPECT_VALID(a);
+  expect_whole_and_free(a);
 }
 
 }  // namespace
