@@ -186,7 +186,8 @@ class Engine {
   // ---- the block cache (block_cache.hpp, engine_cache.cpp) ----
   inline void* take_cached(Heap* heap, HeapClassHot& hot, uint32_t cls) noexcept;  // the top block (cached != 0)
   inline void cache_push(Heap* heap, HeapClassHot& hot, Page* page, Block* b, uint32_t index) noexcept;
-  // An owner's free that finds its class's cache full (or no cache: hardened=on).
+  // An owner's free that finds its class's cache full (a cache there is:
+  // without one, the fast path pushes onto the page's list itself).
   Status cache_overflow(Heap* heap, Page* page, Block* b, uint32_t index) noexcept;
   void drain_cache(Heap* heap, uint32_t cls, uint32_t n) noexcept;  // the oldest n back to their pages
   void drain_caches(Heap* heap) noexcept;                           // every class

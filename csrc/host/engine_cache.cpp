@@ -10,18 +10,16 @@ namespace unipool::host {
 
 Status Engine::cache_overflow(Heap* heap, Page* page, Block* b, uint32_t index) noexcept {
   HeapClassHot& hot = heap->hot[page->cls];
-  if (hot.cache_limit != 0) {
-    check_drain_epoch(heap);
-    // The older half (all of a one-block cache): the newer blocks are the
-    // ones still in the core's caches.
-    if (hot.cached() != 0) drain_cache(heap, page->cls, hot.cached() - hot.cached() / 2);
-    // A drained block of b's page may have shed the page (thread_cache=size).
-    if (page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(heap->thread)) {
-      cache_push(heap, hot, page, b, index);
-      return Status::ok;
-    }
+  check_drain_epoch(heap);
+  // The older half (all of a one-block cache): the newer blocks are the
+  // ones still in the core's caches.
+  if (hot.cached() != 0) drain_cache(heap, page->cls, hot.cached() - hot.cached() / 2);
+  // A drained block of b's page may have shed the page (thread_cache=size).
+  if (page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(heap->thread)) {
+    cache_push(heap, hot, page, b, index);
+  } else {
+    give_back(reinterpret_cast<uintptr_t>(heap->thread), page, b);
   }
-  give_back(reinterpret_cast<uintptr_t>(heap->thread), page, b);
   return Status::ok;
 }
 

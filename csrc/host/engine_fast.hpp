@@ -117,8 +117,15 @@ inline Status Engine::free(void* p) noexcept {
       const uint32_t cls = page->cls;
       HeapClassHot& hot = heap->hot[cls];
       bump(hot.frees);
-      if (UNIPOOL_UNLIKELY(hot.cached() >= hot.cache_limit))
-        return cache_overflow(heap, page, static_cast<Block*>(p), idx);
+      if (UNIPOOL_UNLIKELY(hot.cached() >= hot.cache_limit)) {
+        if (hot.cache_limit != 0) return cache_overflow(heap, page, static_cast<Block*>(p), idx);
+        // No cache (hardened=on): onto the page's list, inline as before.
+        const uint32_t used = push_local(page, static_cast<Block*>(p), idx);
+        if (UNIPOOL_UNLIKELY((used == 0 && page != hot.page) || page->in_full || used == page->shed_at)) {
+          heap_free_slow(heap, page);
+        }
+        return Status::ok;
+      }
       // Handed out again soon (LIFO), to a program that writes it: fetch
       // its line now, in the background, as a push onto a list would.
       __builtin_prefetch(p, 1, 3);
