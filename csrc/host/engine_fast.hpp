@@ -97,6 +97,13 @@ inline void Engine::cache_push(Heap* heap, HeapClassHot& hot, Page* page, Block*
   hot.set_cached(n + 1);
 }
 
+UNIPOOL_ALWAYS_INLINE void Engine::free_local(Heap* heap, Page* page, Block* b, uint32_t index) noexcept {
+  const uint32_t used = push_local(page, b, index);
+  if (UNIPOOL_UNLIKELY((used == 0 && page != heap->hot[page->cls].page) || page->in_full || used == page->shed_at)) {
+    heap_free_slow(heap, page);
+  }
+}
+
 inline Status Engine::free(void* p) noexcept {
   const auto a = reinterpret_cast<uintptr_t>(p);
   const uintptr_t off0 = a - arena0_base_.load(std::memory_order_relaxed);
@@ -119,11 +126,7 @@ inline Status Engine::free(void* p) noexcept {
       bump(hot.frees);
       if (UNIPOOL_UNLIKELY(hot.cached() >= hot.cache_limit)) {
         if (hot.cache_limit != 0) return cache_overflow(heap, page, static_cast<Block*>(p), idx);
-        // No cache (hardened=on): onto the page's list, inline as before.
-        const uint32_t used = push_local(page, static_cast<Block*>(p), idx);
-        if (UNIPOOL_UNLIKELY((used == 0 && page != hot.page) || page->in_full || used == page->shed_at)) {
-          heap_free_slow(heap, page);
-        }
+        free_local(heap, page, static_cast<Block*>(p), idx);  // no cache (hardened=on)
         return Status::ok;
       }
       // Handed out again soon (LIFO), to a program that writes it: fetch

@@ -5,6 +5,7 @@
 
 #include "backend/os/os_memory.hpp"
 #include "host/engine.hpp"
+#include "host/engine_fast.hpp"
 #include "host/free_link.hpp"
 
 namespace unipool::host {
@@ -251,9 +252,7 @@ void Engine::give_back(uintptr_t self, Page* page, Block* block) noexcept {
   if (owner == kOwnerShared) {
     give_back_shared(self, page, block);
   } else if (owner == self) {
-    const uint32_t used = push_local(page, block, page->index_of(block));
-    Heap* heap = page->heap.load(std::memory_order_relaxed);
-    if (used == 0 || page->in_full || used == page->shed_at) heap_free_slow(heap, page);
+    free_local(page->heap.load(std::memory_order_relaxed), page, block, page->index_of(block));
   } else {
     block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
     push_remote(page, block, block);

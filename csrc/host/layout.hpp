@@ -104,15 +104,14 @@ struct alignas(64) Page {
   bool bit_is_free(uint32_t i) const noexcept {
     return (__atomic_load_n(&free_bitmap()[i >> 6], __ATOMIC_RELAXED) >> (i & 63)) & 1;
   }
-  void mark_free(uint32_t i) noexcept {
-    set_bits(i, __atomic_load_n(&free_bitmap()[i >> 6], __ATOMIC_RELAXED) | bit(i));
+  void mark_free(uint32_t i) noexcept { set_bit(&free_bitmap()[i >> 6], i & 63); }
+  void mark_live(uint32_t i) noexcept { clear_bit(&free_bitmap()[i >> 6], i & 63); }
+  // The owner's writes: a relaxed load and store, no locked instruction.
+  static void set_bit(uint64_t* word, uint32_t bit) noexcept {
+    __atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) | (uint64_t{1} << bit), __ATOMIC_RELAXED);
   }
-  void mark_live(uint32_t i) noexcept {
-    set_bits(i, __atomic_load_n(&free_bitmap()[i >> 6], __ATOMIC_RELAXED) & ~bit(i));
-  }
-  static uint64_t bit(uint32_t i) noexcept { return uint64_t{1} << (i & 63); }
-  void set_bits(uint32_t i, uint64_t word) noexcept {
-    __atomic_store_n(&free_bitmap()[i >> 6], word, __ATOMIC_RELAXED);
+  static void clear_bit(uint64_t* word, uint32_t bit) noexcept {
+    __atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) & ~(uint64_t{1} << bit), __ATOMIC_RELAXED);
   }
   uint64_t page_offset_of(const void* p) const noexcept {
     return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(start);
@@ -201,11 +200,9 @@ static_assert((uint64_t{1} << kSmallPageShift) / 16 <= kBitmapBytes * 8);
 // Clears the free bit `segment_bit` (Page::segment_bit) of the segment of
 // `block`: what the owner's mark_live does, from the block's address alone.
 inline void segment_mark_live(const void* block, uint32_t segment_bit) noexcept {
-  auto* word = reinterpret_cast<uint64_t*>(align_down(reinterpret_cast<uintptr_t>(block), kSegmentSize) +
-                                           kSegmentBitmapsOffset) +
-               (segment_bit >> 6);
-  __atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) & ~(uint64_t{1} << (segment_bit & 63)),
-                   __ATOMIC_RELAXED);
+  auto* words =
+      reinterpret_cast<uint64_t*>(align_down(reinterpret_cast<uintptr_t>(block), kSegmentSize) + kSegmentBitmapsOffset);
+  Page::clear_bit(words + (segment_bit >> 6), segment_bit & 63);
 }
 
 inline constexpr uintptr_t kSegmentMagic = 0x756e69706f6f6c53ull;  // "unipoolS"
