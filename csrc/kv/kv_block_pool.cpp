@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "kv/kv_ids.hpp"
+#include "kv/kv_state.hpp"
 
 namespace unipool {
 namespace {

@@ -25,44 +25,81 @@ class KVIdBitmap {
   static constexpr uint64_t kAll = ~uint64_t{0};
   static constexpr size_t kMaxLevels = 8;  // 64^7 > 2^32 ids
 
-  // Holds pointers into its own storage: never copied.
+  // Holds pointers into its storage: never copied.
   KVIdBitmap() = default;
   KVIdBitmap(const KVIdBitmap&) = delete;
   KVIdBitmap& operator=(const KVIdBitmap&) = delete;
 
-  // `n` ids, every one set (all_set) or none. Bits past n stay clear forever.
+  // Words of storage for `n` ids: the count, then every level, level 0 first
+  // (a summary word is then one load from a pointer held here, not two
+  // through a vector of vectors).
+  static size_t storage_words(uint64_t n) noexcept {
+    size_t total = 1;
+    for (uint64_t words = (n + 63) / 64;; words = (words + 63) / 64) {
+      total += words;
+      if (words <= 1) return total;
+    }
+  }
+
+  // `n` ids, every one set (all_set) or none, in storage of its own. Bits
+  // past n stay clear forever.
   void init(uint64_t n, bool all_set) {
+    owned_.assign(storage_words(n), 0);
+    view(owned_.data(), n);
+    fill(all_set);
+  }
+
+  // The same in `storage` (storage_words(n) words, which the caller keeps):
+  // a pool shared by processes keeps it in the shared mapping.
+  void init_in(uint64_t* storage, uint64_t n, bool all_set) noexcept {
+    for (size_t i = 0; i < storage_words(n); ++i) storage[i] = 0;
+    view(storage, n);
+    fill(all_set);
+  }
+
+  // Uses a bitmap that init_in() built in `storage` (another process's).
+  void view(uint64_t* storage, uint64_t n) noexcept {
     size_ = n;
-    count_ = all_set ? n : 0;
-    // Every level in one vector, level 0 first: a summary word is then one
-    // load from a pointer held here, not two through a vector of vectors.
-    std::array<size_t, kMaxLevels> sizes{};
-    size_t total = 0;
+    count_ = storage;
+    size_t at = 1;
     levels_ = 0;
     for (uint64_t words = (n + 63) / 64;; words = (words + 63) / 64) {
-      sizes[levels_++] = words;
-      total += words;
+      level_[levels_] = storage + at;
+      level_size_[levels_++] = words;
+      at += words;
       if (words <= 1) break;
     }
-    storage_.assign(total, 0);
-    size_t at = 0;
+  }
+
+  // Sets (all_set) or clears every id and rebuilds the summaries.
+  void fill(bool all_set) noexcept {
     for (size_t l = 0; l < levels_; ++l) {
-      level_[l] = storage_.data() + at;
-      level_size_[l] = sizes[l];
-      at += sizes[l];
+      for (size_t w = 0; w < level_size_[l]; ++w) level_[l][w] = 0;
     }
+    *count_ = 0;
     if (!all_set) return;
-    for (size_t w = 0; w < sizes[0]; ++w) level_[0][w] = kAll;
-    if (n % 64) level_[0][sizes[0] - 1] = (uint64_t{1} << (n % 64)) - 1;
+    for (size_t w = 0; w < level_size_[0]; ++w) level_[0][w] = kAll;
+    if (size_ % 64) level_[0][level_size_[0] - 1] = (uint64_t{1} << (size_ % 64)) - 1;
+    *count_ = size_;
+    rebuild_summaries();
+  }
+
+  // Recomputes the count and the summary levels from level 0, whose words
+  // were written straight (bulk_words()).
+  void rebuild_summaries() noexcept {
+    uint64_t count = 0;
+    for (size_t w = 0; w < level_size_[0]; ++w) count += static_cast<uint64_t>(std::popcount(level_[0][w]));
+    *count_ = count;
     for (size_t l = 1; l < levels_; ++l) {
-      for (size_t w = 0; w < sizes[l - 1]; ++w) {
+      for (size_t w = 0; w < level_size_[l]; ++w) level_[l][w] = 0;
+      for (size_t w = 0; w < level_size_[l - 1]; ++w) {
         if (level_[l - 1][w]) level_[l][w / 64] |= uint64_t{1} << (w % 64);
       }
     }
   }
 
   uint64_t size() const noexcept { return size_; }
-  uint64_t count() const noexcept { return count_; }
+  uint64_t count() const noexcept { return *count_; }
   size_t num_words() const noexcept { return level_size_[0]; }
   uint64_t word(size_t w) const noexcept { return level_[0][w]; }
   bool test(uint64_t id) const noexcept { return (level_[0][id / 64] >> (id % 64)) & 1; }
@@ -82,7 +119,7 @@ class KVIdBitmap {
     uint64_t& x = level_[0][w];
     const bool was_empty = x == 0;
     x |= mask;
-    count_ += bits;
+    *count_ += bits;
     if (was_empty && mask) mark(w, true);
   }
 
@@ -90,7 +127,7 @@ class KVIdBitmap {
   void erase(size_t w, uint64_t mask, uint64_t bits) noexcept {
     uint64_t& x = level_[0][w];
     x &= ~mask;
-    count_ -= bits;
+    *count_ -= bits;
     if (x == 0 && mask) mark(w, false);
   }
 
@@ -102,7 +139,7 @@ class KVIdBitmap {
   uint64_t* bulk_words() noexcept { return level_[0]; }
   template <class Id>
   void bulk_inserted(const Id* ids, size_t n) noexcept {
-    count_ += n;
+    *count_ += n;
     if (levels_ == 1) return;
     const uint64_t* summary = level_[1];
     for (size_t i = 0; i < n; ++i) {
@@ -129,11 +166,12 @@ class KVIdBitmap {
     }
   }
 
-  std::vector<uint64_t> storage_;
+  std::vector<uint64_t> owned_;  // the storage of init(); empty for init_in() and view()
   std::array<uint64_t*, kMaxLevels> level_{};
   std::array<size_t, kMaxLevels> level_size_{};
   size_t levels_ = 0;
-  uint64_t size_ = 0, count_ = 0;
+  uint64_t size_ = 0;
+  uint64_t* count_ = nullptr;  // storage word 0
 };
 
 }  // namespace unipool

@@ -1,5 +1,9 @@
 // unipool kv: moving block ids between the free bitmap and the live bitmap a
 // 64-bit word at a time. Every function here runs under the pool's lock.
+//
+// A State is any type with `free` (a KVIdBitmap) and `live` (words with
+// data() and operator[]): KVBlockPool::State, and the index a pool shared by
+// processes keeps in its mapping.
 #pragma once
 
 #include <algorithm>
@@ -7,12 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kv/kv_id_bitmap.hpp"
 #include "kv/kv_simd.hpp"
-#include "kv/kv_state.hpp"
 
 namespace unipool::kv {
-
-using State = KVBlockPool::State;
 
 // Set bits of x in a few shifts and masks: std::popcount is a library call
 // on baseline x86-64.
@@ -44,7 +46,7 @@ void write_set_bits(uint64_t bits, uint64_t base, Id* out) noexcept {
 // n <= s.free.count(). A whole free word becomes 64 consecutive ids in a
 // loop the compiler vectorizes; a partly free word goes bit by bit, which
 // suits the short runs of a churned pool better than per-run vector set-up.
-template <class Id>
+template <class State, class Id>
 void take_lowest(State& s, size_t n, Id* out) noexcept {
   while (n != 0) {
     const size_t w = s.free.lowest_word();
@@ -87,7 +89,8 @@ bool is_run(const Id* ids, size_t n) noexcept {
 // one when to_free), a word at a time (n > 0). False, changing nothing, if
 // the run leaves the pool or any block of it is not live. A run of a batch of
 // 64 or fewer spans one or two words: the words between are whole.
-inline bool release_run(State& s, uint64_t num_blocks, uint64_t first, uint64_t n, bool to_free) noexcept {
+template <class State>
+bool release_run(State& s, uint64_t num_blocks, uint64_t first, uint64_t n, bool to_free) noexcept {
   if (first >= num_blocks || n > num_blocks - first) return false;
   const uint64_t last = first + n - 1;
   const size_t w0 = first / 64, w1 = last / 64;
@@ -115,7 +118,7 @@ inline bool release_run(State& s, uint64_t num_blocks, uint64_t first, uint64_t 
 }
 
 // Undoes release_ids for ids[0, n): they were live and released once each.
-template <class Id>
+template <class State, class Id>
 void relive(State& s, const Id* ids, size_t n, bool from_free) noexcept {
   for (size_t i = 0; i < n; ++i) {
     const uint64_t id = static_cast<uint64_t>(ids[i]);
@@ -131,7 +134,7 @@ void relive(State& s, const Id* ids, size_t n, bool from_free) noexcept {
 // word. It crosses a word boundary a few times, so the branch on that is
 // cheap. Returns 1 if released, 0 if refused (nothing changed), -1 if the
 // batch turns out not to be ascending (nothing changed either).
-template <class Id>
+template <class State, class Id>
 int release_ascending(State& s, uint64_t num_blocks, const Id* ids, size_t n, bool to_free) noexcept {
   size_t group = 0;  // ids[group, i) are gathered in (word, mask); ids[0, group) are released
   uint64_t word = static_cast<uint64_t>(ids[0]) / 64, mask = 0, previous = 0;
@@ -166,7 +169,7 @@ int release_ascending(State& s, uint64_t num_blocks, const Id* ids, size_t n, bo
 // ids were cleared is kept 64 at a time in a register. An id out of range,
 // not live, or repeated (its bit already cleared by the first occurrence)
 // fails the batch, and exactly the cleared bits are put back.
-template <class Id>
+template <class State, class Id>
 bool release_any(State& s, uint64_t num_blocks, const Id* ids, size_t n, bool to_free) noexcept {
   uint64_t* live = s.live.data();
   uint64_t* free_words = s.free.bulk_words();
@@ -209,7 +212,7 @@ bool release_any(State& s, uint64_t num_blocks, const Id* ids, size_t n, bool to
 // too many words for this path (nothing changed either).
 inline constexpr size_t kNearWords = 64;
 
-template <class Id>
+template <class State, class Id>
 int release_near(State& s, uint64_t num_blocks, const Id* ids, size_t n, bool to_free) noexcept {
   // Four running minima and maxima: one would be a chain of two dependent
   // conditional moves per id (baseline x86-64 has no 64-bit vector min).
@@ -263,7 +266,7 @@ int release_near(State& s, uint64_t num_blocks, const Id* ids, size_t n, bool to
 // The ids leave the live bitmap (and join the free one when to_free). False,
 // changing nothing, if any id is out of range, not live, or repeated in the
 // batch.
-template <class Id>
+template <class State, class Id>
 bool release_ids(State& s, uint64_t num_blocks, const Id* ids, size_t n, bool to_free) noexcept {
   if (n == 0) return true;
   if (is_run(ids, n)) return release_run(s, num_blocks, static_cast<uint64_t>(ids[0]), n, to_free);
