@@ -9,8 +9,8 @@
 #include <string>
 
 #include "backend/os/os_memory.hpp"
-#include "backend/pin_pieces.hpp"
 #include "core/align.hpp"
+#include "kv/kv_memory.hpp"
 #include "kv/kv_state.hpp"
 
 namespace unipool {
@@ -22,29 +22,23 @@ constexpr uint64_t kMaxArenaBytes = uint64_t{1} << 62;
 
 std::string errno_text(int error) { return error ? std::strerror(error) : "unknown error"; }
 
-// An arena larger than the machine's RAM + swap can never be backed: its
-// first touch (or the first copies into it) would fault until the kernel
-// kills the process. Refused here, naming both sizes. The reservation is
-// also accounted (os_memory.hpp), so the kernel's own overcommit policy
-// applies to what passes this check (strict mode refuses sooner).
-void check_fits_machine(uint64_t bytes) {
+}  // namespace
+
+void kv_check_fits_machine(uint64_t bytes, const char* who) {
   struct sysinfo si {};
   if (sysinfo(&si) != 0) return;  // unknown: the kernel's accounting decides
   const uint64_t ram = uint64_t{si.totalram} * si.mem_unit;
   const uint64_t swap = uint64_t{si.totalswap} * si.mem_unit;
   if (bytes <= ram + swap) return;
-  throw std::runtime_error("KVBlockPool: the arena, " + std::to_string(bytes) +
-                           " bytes, is larger than this machine's memory (" + std::to_string(ram) +
-                           " bytes of RAM + " + std::to_string(swap) +
-                           " bytes of swap): lower num_blocks or block_bytes");
+  throw std::runtime_error(std::string(who) + ": the arena, " + std::to_string(bytes) +
+                           " bytes, is larger than this machine's memory (" + std::to_string(ram) + " bytes of RAM + " +
+                           std::to_string(swap) + " bytes of swap): lower num_blocks or block_bytes");
 }
-
-}  // namespace
 
 void KVBlockPool::map_arena(const KVBlockPoolOptions& options) {
   const uint64_t page = backend::os::page_size();
   mapped_bytes_ = round_up(arena_bytes_, page);
-  check_fits_machine(mapped_bytes_);
+  kv_check_fits_machine(mapped_bytes_, "KVBlockPool");
   base_ = backend::os::reserve(mapped_bytes_, page, true);
   if (!base_) {
     throw std::runtime_error("KVBlockPool: cannot reserve " + std::to_string(mapped_bytes_) +
@@ -64,30 +58,10 @@ void KVBlockPool::map_arena(const KVBlockPoolOptions& options) {
 }
 
 void KVBlockPool::pin_arena(const KVBlockPoolOptions& options) {
-  if (options.pinned == HostPinned::off) {
-    pinning_state_ = PinningState::pageable;
-    return;
-  }
-  state_->pinner = backend::make_default_host_pinner();
-  if (!state_->pinner->available()) {
-    if (options.pinned == HostPinned::on) {
-      throw std::runtime_error("KVBlockPool: pinned=on but no CUDA device can pin host memory (pinner: " +
-                               std::string(state_->pinner->name()) + ")");
-    }
-    pinning_state_ = PinningState::pageable_no_gpu;
-    return;
-  }
-  state_->pin_piece = options.max_pin;
-  const backend::PinProgress p =
-      backend::pin_pieces(*state_->pinner, static_cast<char*>(base_), mapped_bytes_, state_->pin_piece);
-  pinned_bytes_ = p.pinned_bytes;  // what the destructor unpins
-  if (p.pinned_bytes == mapped_bytes_) {
-    pinning_state_ = PinningState::pinned;
-  } else if (options.pinned == HostPinned::on) {
-    throw std::runtime_error(std::string("KVBlockPool: pinning the arena failed: ") + p.failure.message);
-  } else {
-    pinning_state_ = PinningState::partially_pinned;  // the pieces before the failure stay pinned
-  }
+  KVPinning& p = state_->pinning;
+  p.pin(static_cast<char*>(base_), mapped_bytes_, options.pinned, options.max_pin, "KVBlockPool");
+  pinned_bytes_ = p.pinned_bytes();
+  pinning_state_ = p.state();
 }
 
 KVBlockPool::KVBlockPool(const KVBlockPoolOptions& options) : state_(std::make_unique<State>()) {
@@ -129,9 +103,7 @@ KVBlockPool::KVBlockPool(const KVBlockPoolOptions& options) : state_(std::make_u
 }
 
 void KVBlockPool::unpin_arena() noexcept {
-  if (pinned_bytes_ != 0) {
-    backend::unpin_pieces(*state_->pinner, static_cast<char*>(base_), pinned_bytes_, state_->pin_piece);
-  }
+  state_->pinning.unpin(static_cast<char*>(base_));
   pinned_bytes_ = 0;
 }
 

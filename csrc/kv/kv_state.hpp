@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "backend/host_pinner.hpp"
 #include "kv/kv_id_bitmap.hpp"
+#include "kv/kv_pinning.hpp"
 #include "kv/kv_spin_lock.hpp"
 #include "unipool/fence.hpp"
 #include "unipool/kv_block_pool.hpp"
@@ -35,8 +35,7 @@ struct KVBlockPool::State {
   uint64_t live_count = 0, peak_live = 0, deferred_count = 0;
   uint64_t allocs = 0, frees = 0, failed_allocs = 0, misuse_errors = 0;
 
-  std::unique_ptr<backend::HostPinner> pinner;
-  uint64_t pin_piece = 0;  // max_pin: the arena's first pinned_bytes are pinned in pieces of it
+  KVPinning pinning;
 
   bool is_live(uint64_t id) const noexcept { return (live[id / 64] >> (id % 64)) & 1; }
   // Frees completed deferred batches; lock held. Returns blocks freed.

@@ -3,5 +3,6 @@
 list(APPEND UNIPOOL_SOURCES
   kv/kv_arena.cpp
   kv/kv_block_pool.cpp
+  kv/kv_pinning.cpp
   kv/kv_simd.cpp
   kv/kv_validate.cpp)
