@@ -24,6 +24,31 @@ std::string errno_text(int error) { return error ? std::strerror(error) : "unkno
 
 }  // namespace
 
+uint64_t kv_check_layout(uint64_t block_bytes, uint64_t num_blocks, uint64_t alignment, uint64_t max_pin,
+                         const char* who) {
+  const std::string w = who;
+  if (block_bytes == 0) throw std::invalid_argument(w + ": block_bytes must be > 0");
+  if (num_blocks == 0 || num_blocks > (uint64_t{1} << 31)) {
+    throw std::invalid_argument(w + ": num_blocks must be in 1 .. 2^31 (got " + std::to_string(num_blocks) + ")");
+  }
+  if (!is_power_of_two(alignment) || alignment > (uint64_t{1} << 21)) {
+    throw std::invalid_argument(w + ": alignment must be a power of two <= 2 MiB");
+  }
+  if (max_pin < (uint64_t{2} << 20)) throw std::invalid_argument(w + ": max_pin must be >= 2 MiB");
+  // Checked before the round-up, which would wrap a block size near 2^64 to
+  // a stride of 0 and a 0-byte arena; then stride x num_blocks cannot wrap.
+  if (block_bytes > kMaxArenaBytes) {
+    throw std::invalid_argument(w + ": block_bytes must be <= 2^62 (got " + std::to_string(block_bytes) + ")");
+  }
+  const uint64_t stride = round_up(block_bytes, alignment);
+  if (stride > kMaxArenaBytes / num_blocks) {
+    throw std::invalid_argument(w + ": the arena, " + std::to_string(num_blocks) + " blocks of stride " +
+                                std::to_string(stride) +
+                                ", is larger than 2^62 bytes (block_bytes or num_blocks too large)");
+  }
+  return stride;
+}
+
 void kv_check_fits_machine(uint64_t bytes, const char* who) {
   struct sysinfo si {};
   if (sysinfo(&si) != 0) return;  // unknown: the kernel's accounting decides
@@ -65,29 +90,9 @@ void KVBlockPool::pin_arena(const KVBlockPoolOptions& options) {
 }
 
 KVBlockPool::KVBlockPool(const KVBlockPoolOptions& options) : state_(std::make_unique<State>()) {
-  const uint64_t align = options.alignment;
-  if (options.block_bytes == 0) throw std::invalid_argument("KVBlockPool: block_bytes must be > 0");
-  if (options.num_blocks == 0 || options.num_blocks > (uint64_t{1} << 31)) {
-    throw std::invalid_argument("KVBlockPool: num_blocks must be in 1 .. 2^31 (got " +
-                                std::to_string(options.num_blocks) + ")");
-  }
-  if (!is_power_of_two(align) || align > (uint64_t{1} << 21)) {
-    throw std::invalid_argument("KVBlockPool: alignment must be a power of two <= 2 MiB");
-  }
-  if (options.max_pin < (uint64_t{2} << 20)) throw std::invalid_argument("KVBlockPool: max_pin must be >= 2 MiB");
-  // Checked before the round-up, which would wrap a block size near 2^64 to
-  // a stride of 0 and a 0-byte arena; then stride x num_blocks cannot wrap.
-  if (options.block_bytes > kMaxArenaBytes) {
-    throw std::invalid_argument("KVBlockPool: block_bytes must be <= 2^62 (got " + std::to_string(options.block_bytes) +
-                                ")");
-  }
+  stride_ = kv_check_layout(options.block_bytes, options.num_blocks, options.alignment, options.max_pin, "KVBlockPool");
   block_bytes_ = options.block_bytes;
-  stride_ = round_up(block_bytes_, align);
   num_blocks_ = options.num_blocks;
-  if (stride_ > kMaxArenaBytes / num_blocks_) {
-    throw std::invalid_argument("KVBlockPool: the arena, " + std::to_string(num_blocks_) + " blocks of stride " +
-                                std::to_string(stride_) + ", is larger than 2^62 bytes (block_bytes or num_blocks too large)");
-  }
   arena_bytes_ = stride_ * num_blocks_;
 
   map_arena(options);

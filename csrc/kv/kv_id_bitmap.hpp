@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace unipool {
@@ -173,5 +174,10 @@ class KVIdBitmap {
   uint64_t size_ = 0;
   uint64_t* count_ = nullptr;  // storage word 0
 };
+
+// For validators: whether each summary level of b has one bit per word of
+// the level below, set exactly when that word is not zero (why says where
+// not).
+bool kv_summaries_agree(const KVIdBitmap& b, std::string* why);
 
 }  // namespace unipool

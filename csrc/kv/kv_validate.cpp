@@ -15,9 +15,11 @@ bool fail(std::string* why, std::string text) {
 
 uint64_t popcount(uint64_t x) { return static_cast<uint64_t>(std::popcount(x)); }
 
+}  // namespace
+
 // Each summary level has one bit per word of the level below, set exactly
 // when that word is not zero, and nothing past the last such word.
-bool summaries_agree(const KVIdBitmap& b, std::string* why) {
+bool kv_summaries_agree(const KVIdBitmap& b, std::string* why) {
   for (size_t level = 1; level < b.num_levels(); ++level) {
     const std::span<const uint64_t> below = b.level(level - 1);
     const std::span<const uint64_t> here = b.level(level);
@@ -34,8 +36,6 @@ bool summaries_agree(const KVIdBitmap& b, std::string* why) {
   if (b.level(b.num_levels() - 1).size() != 1) return fail(why, "the top summary level is not one word");
   return true;
 }
-
-}  // namespace
 
 bool KVBlockPool::validate(std::string* why) const {
   const State& s = *state_;
@@ -56,7 +56,7 @@ bool KVBlockPool::validate(std::string* why) const {
   if (free_bits != s.free.count()) {
     return fail(why, "free bitmap holds " + std::to_string(free_bits) + " blocks but counts " + std::to_string(s.free.count()));
   }
-  if (!summaries_agree(s.free, why)) return false;
+  if (!kv_summaries_agree(s.free, why)) return false;
   if (live_bits != s.live_count) return fail(why, "live count disagrees with the live bitmap");
 
   // Deferred blocks: in neither bitmap, each in exactly one deferred batch.

@@ -1,0 +1,98 @@
+// unipool kv shared: what the pool holds, and reclaiming dead members.
+#include <cerrno>
+
+#include "kv/kv_state.hpp"
+#include "kv/shared/shared_state.hpp"
+
+namespace unipool {
+
+using kv_shared::Lock;
+namespace owner = kv_shared::owner;
+
+const char* SharedKVBlockPool::last_error() noexcept { return KVBlockPool::last_error(); }
+
+size_t SharedKVBlockPool::free_blocks() const noexcept {
+  Lock lock(*local_);
+  return local_->index.free.count();
+}
+
+bool SharedKVBlockPool::is_live(uint64_t id) const noexcept {
+  Lock lock(*local_);
+  return id < num_blocks_ && ((local_->index.live[id / 64] >> (id % 64)) & 1);
+}
+
+pid_t SharedKVBlockPool::owner_of(uint64_t id) const noexcept {
+  const Local& l = *local_;
+  Lock lock(*local_);
+  if (id >= num_blocks_ || owner::is_free(l.owners[id])) return 0;
+  return l.header->members[owner::member(l.owners[id])].pid;
+}
+
+std::vector<pid_t> SharedKVBlockPool::member_pids() const {
+  const kv_shared::Header& h = *local_->header;
+  std::vector<pid_t> pids;
+  Lock lock(*local_);
+  for (uint32_t m = 0; m < h.max_members; ++m) {
+    if (h.members[m].state == kv_shared::MemberState::attached) pids.push_back(h.members[m].pid);
+  }
+  return pids;
+}
+
+size_t SharedKVBlockPool::reclaim_dead() noexcept {
+  if (!kv_shared::attached_here(*local_, "reclaim_dead")) return 0;
+  Lock lock(*local_);
+  return kv_shared::reclaim_dead_members(*local_);
+}
+
+// With SharedKVLifetime::creator, the creator's server thread holds the
+// serve lock for as long as the creator is attached: a trylock that gets it
+// (freed, or its holder dead) means the creator is gone.
+bool SharedKVBlockPool::closed() noexcept {
+  kv_shared::Header& h = *local_->header;
+  if (h.closed.load(std::memory_order_acquire)) return true;
+  if (h.lifetime != static_cast<uint32_t>(SharedKVLifetime::creator)) return false;
+  const int rc = pthread_mutex_trylock(&h.serve_lock);
+  if (rc == EBUSY) return false;
+  if (rc == EOWNERDEAD) pthread_mutex_consistent(&h.serve_lock);
+  if (rc == 0 || rc == EOWNERDEAD) pthread_mutex_unlock(&h.serve_lock);
+  h.closed.store(1, std::memory_order_release);
+  return true;
+}
+
+SharedKVBlockPoolStats SharedKVBlockPool::stats() const noexcept {
+  const Local& l = *local_;
+  const kv_shared::Header& h = *l.header;
+  SharedKVBlockPoolStats st;
+  Lock lock(*local_);
+  const kv_shared::Counters& c = h.counters;
+  st.num_blocks = num_blocks_;
+  st.block_bytes = block_bytes_;
+  st.stride = stride_;
+  st.free_blocks = l.index.free.count();
+  st.live_blocks = c.live;
+  st.deferred_blocks = c.deferred;
+  st.peak_live_blocks = c.peak_live;
+  st.requested_bytes = block_bytes_ * num_blocks_;
+  st.reserved_bytes = h.total_bytes;
+  st.pinned_bytes = l.pinning.pinned_bytes();
+  st.allocs = c.allocs;
+  st.frees = c.frees;
+  st.failed_allocs = c.failed_allocs;
+  st.misuse_errors = c.misuse_errors;
+  st.transit_blocks = c.transit;
+  st.reclaimed_blocks = c.reclaimed;
+  for (uint64_t id = 0; id < num_blocks_; ++id) {
+    st.owned_blocks += !owner::is_free(l.owners[id]) && owner::member(l.owners[id]) == l.member;
+  }
+  for (uint32_t m = 0; m < h.max_members; ++m) st.members += h.members[m].state == kv_shared::MemberState::attached;
+  st.dead_members = h.dead_members;
+  st.recoveries = h.recoveries;
+  return st;
+}
+
+void SharedKVBlockPool::reset_peak_stats() noexcept {
+  Lock lock(*local_);
+  local_->counters().peak_live = local_->counters().live;
+}
+
+}  // namespace unipool

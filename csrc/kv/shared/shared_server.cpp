@@ -1,0 +1,190 @@
+// unipool kv shared: the socket that hands out the memfd.
+#include "kv/shared/shared_server.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+namespace unipool::kv_shared {
+namespace {
+
+// A message names the protocol, so a stray connection to the name is told
+// apart from a pool's server.
+constexpr uint64_t kHello = 0x6f6c6c65686b7075;  // "upkhello"
+
+socklen_t address_of(const std::string& name, sockaddr_un* a) noexcept {
+  std::memset(a, 0, sizeof *a);
+  a->sun_family = AF_UNIX;
+  const std::string path = "unipool.kv." + name;  // after the leading '\0': abstract
+  std::memcpy(a->sun_path + 1, path.data(), path.size());
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + path.size());
+}
+
+bool send_fd(int conn, int fd) noexcept {
+  uint64_t hello = kHello;
+  iovec iov{&hello, sizeof hello};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  return sendmsg(conn, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof hello);
+}
+
+bool same_user(int conn) noexcept {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
+  return cred.uid == geteuid();
+}
+
+// Connects to the pool's name. When the serving member just went, another
+// takes the name over within milliseconds: a refused connection is retried
+// for half a second before the pool counts as gone.
+int connect_to(const std::string& name, std::string* why) {
+  sockaddr_un a;
+  const socklen_t len = address_of(name, &a);
+  for (int tries = 0;; ++tries) {
+    const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) {
+      *why = std::string("socket: ") + std::strerror(errno);
+      return -1;
+    }
+    if (connect(s, reinterpret_cast<sockaddr*>(&a), len) == 0) return s;
+    const int e = errno;
+    close(s);
+    if ((e == ECONNREFUSED || e == ENOENT) && tries < 50) {
+      usleep(10'000);
+      continue;
+    }
+    *why = e == ECONNREFUSED || e == ENOENT
+               ? "no process serves it (it was never created, or every process that had it attached is gone)"
+               : std::string("connect: ") + std::strerror(e);
+    return -1;
+  }
+}
+
+}  // namespace
+
+int listen_on(const std::string& name) noexcept {
+  const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (s < 0) return -1;
+  sockaddr_un a;
+  const socklen_t len = address_of(name, &a);
+  if (bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0 || listen(s, 64) != 0) {
+    const int e = errno;
+    close(s);
+    errno = e;
+    return -1;
+  }
+  return s;
+}
+
+int receive_pool_fd(const std::string& name, std::string* why) {
+  const int s = connect_to(name, why);
+  if (s < 0) return -1;
+  timeval timeout{5, 0};  // a server that accepted but never answers
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  uint64_t hello = 0;
+  iovec iov{&hello, sizeof hello};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  const ssize_t got = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
+  close(s);
+  const cmsghdr* c = got > 0 ? CMSG_FIRSTHDR(&msg) : nullptr;
+  if (got != static_cast<ssize_t>(sizeof hello) || hello != kHello || !c || c->cmsg_type != SCM_RIGHTS) {
+    if (c && c->cmsg_type == SCM_RIGHTS) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      close(fd);
+    }
+    *why = got < 0 ? std::string("no answer from its server: ") + std::strerror(errno)
+                   : "its server answered with something that is not a unipool pool (another program owns the name?)";
+    return -1;
+  }
+  int fd;
+  std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  return fd;
+}
+
+Server::Server(Header& header, int memfd, std::string name, int listen_fd)
+    : header_(header), memfd_(memfd), name_(std::move(name)), listen_fd_(listen_fd) {
+  stop_fd_ = eventfd(0, EFD_CLOEXEC);
+  if (stop_fd_ < 0) throw std::runtime_error(std::string("SharedKVBlockPool: eventfd: ") + std::strerror(errno));
+  thread_ = std::thread([this] { run(); });
+}
+
+Server::~Server() {
+  stopping_.store(true, std::memory_order_relaxed);
+  const uint64_t one = 1;
+  (void)!write(stop_fd_, &one, sizeof one);
+  thread_.join();
+  close(stop_fd_);
+}
+
+void Server::run() noexcept {
+  if (!take_role()) return;
+  // The name of a server that died is free once its socket closed, which
+  // the kernel does as the process goes: retry binding for a while.
+  for (int tries = 0; listen_fd_ < 0 && !stopping_.load(std::memory_order_relaxed); ++tries) {
+    listen_fd_ = listen_on(name_);
+    if (listen_fd_ < 0) {
+      pollfd p{stop_fd_, POLLIN, 0};
+      poll(&p, 1, tries < 10 ? 10 : 200);
+    }
+  }
+  if (listen_fd_ >= 0) serve();
+  if (listen_fd_ >= 0) close(listen_fd_);
+  pthread_mutex_unlock(&header_.serve_lock);  // the next member takes over
+}
+
+// Waits for the lock in slices, so that a member asked to detach stops
+// waiting soon.
+bool Server::take_role() noexcept {
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    timespec until{};
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 100'000'000;
+    if (until.tv_nsec >= 1'000'000'000) until.tv_sec += 1, until.tv_nsec -= 1'000'000'000;
+    const int rc = pthread_mutex_timedlock(&header_.serve_lock, &until);
+    if (rc == EOWNERDEAD) pthread_mutex_consistent(&header_.serve_lock);
+    if (rc == 0 || rc == EOWNERDEAD) {
+      if (!stopping_.load(std::memory_order_relaxed)) return true;
+      pthread_mutex_unlock(&header_.serve_lock);
+      return false;
+    }
+  }
+  return false;
+}
+
+void Server::serve() noexcept {
+  for (;;) {
+    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+    if (poll(p, 2, -1) < 0 && errno != EINTR) return;
+    if (p[1].revents) return;
+    if (!(p[0].revents & POLLIN)) continue;
+    const int conn = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (conn < 0) continue;
+    if (same_user(conn)) send_fd(conn, memfd_);
+    close(conn);
+  }
+}
+
+}  // namespace unipool::kv_shared
