@@ -5,7 +5,6 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -140,7 +139,7 @@ Server::~Server() {
 }
 
 void Server::run() noexcept {
-  if (!take_role()) return;
+  if (!take_role()) return;  // asked to stop while another member served
   // The name of a server that died is free once its socket closed, which
   // the kernel does as the process goes: retry binding for a while.
   for (int tries = 0; listen_fd_ < 0 && !stopping_.load(std::memory_order_relaxed); ++tries) {
@@ -155,23 +154,17 @@ void Server::run() noexcept {
   pthread_mutex_unlock(&header_.serve_lock);  // the next member takes over
 }
 
-// Waits for the lock in slices, so that a member asked to detach stops
-// waiting soon.
+// Polls for the lock every 10 ms rather than blocking in it: a member asked
+// to detach stops waiting at once, and the kernel's word that the holder
+// died comes back from trylock as it does from lock.
 bool Server::take_role() noexcept {
-  while (!stopping_.load(std::memory_order_relaxed)) {
-    timespec until{};
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += 100'000'000;
-    if (until.tv_nsec >= 1'000'000'000) until.tv_sec += 1, until.tv_nsec -= 1'000'000'000;
-    const int rc = pthread_mutex_timedlock(&header_.serve_lock, &until);
+  for (;;) {
+    const int rc = pthread_mutex_trylock(&header_.serve_lock);
     if (rc == EOWNERDEAD) pthread_mutex_consistent(&header_.serve_lock);
-    if (rc == 0 || rc == EOWNERDEAD) {
-      if (!stopping_.load(std::memory_order_relaxed)) return true;
-      pthread_mutex_unlock(&header_.serve_lock);
-      return false;
-    }
+    if (rc == 0 || rc == EOWNERDEAD) return true;
+    pollfd p{stop_fd_, POLLIN, 0};
+    if (poll(&p, 1, 10) == 1) return false;
   }
-  return false;
 }
 
 void Server::serve() noexcept {

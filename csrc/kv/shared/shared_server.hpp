@@ -45,7 +45,7 @@ class Server {
   std::string name_;
   int listen_fd_;
   int stop_fd_;  // an eventfd: readable once the destructor asks to stop
-  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopping_{false};  // set before stop_fd_ is written
   std::thread thread_;
 };
 
