@@ -34,32 +34,34 @@ void expect_valid(const SharedKVBlockPool& pool) {
   EXPECT_TRUE(pool.validate(&why)) << why;
 }
 
-// A member stops itself (SIGSTOP) at `at` inside a call, is killed there,
-// and the next call of this process repairs the books.
-void die_inside(HookPoint at, const char* alloc_n) {
+// A member stops itself (SIGSTOP) at `at` inside an allocation of 64, is
+// killed there, and the next call of this process repairs the books: a call
+// killed before its journal entry was whole did nothing; one killed while
+// applying it is finished (and its blocks reclaimed with their dead owner).
+void die_inside(HookPoint at, uint64_t finished) {
   const std::string name = test::unique_name("inside");
   auto pool = SharedKVBlockPool::create(name, pool_options(512));
   uint32_t mine[4];
   ASSERT_EQ(pool->allocate(4, mine), Status::ok);
-  Worker w({"stop_at", name, std::to_string(static_cast<int>(at)), alloc_n});
+  Worker w({"stop_at", name, std::to_string(static_cast<int>(at)), "64"});
   ASSERT_EQ(w.until_ready().size(), 0u);
   ASSERT_TRUE(w.wait_stopped());
   w.kill_now();
-  // The lock was held by the dead member: taking it repairs, undoing the
-  // half-done batch and reclaiming the member's 8 blocks.
+  // The lock was held by the dead member: taking it repairs, then reclaims
+  // the member's 8 blocks (and the 64 if its call was finished).
   uint32_t more[16];
   ASSERT_EQ(pool->allocate(16, more), Status::ok);
   const SharedKVBlockPoolStats st = pool->stats();
   EXPECT_EQ(st.recoveries, 1u);
   EXPECT_EQ(st.live_blocks, 20u);
-  EXPECT_EQ(st.reclaimed_blocks, 8u);
-  EXPECT_EQ(st.allocs, 4u + 8u + 16u);  // the undone batch counts for nothing
-  EXPECT_EQ(more[0], 4u);               // the dead member's blocks are free again
+  EXPECT_EQ(st.reclaimed_blocks, 8u + finished);
+  EXPECT_EQ(st.allocs, 4u + 8u + finished + 16u);
+  EXPECT_EQ(more[0], 4u);  // the dead member's blocks are free again
   expect_valid(*pool);
 }
 
-TEST(SharedKVCrash, DeathHoldingTheLock) { die_inside(HookPoint::locked, "64"); }
-TEST(SharedKVCrash, DeathHalfwayThroughABatch) { die_inside(HookPoint::mid_batch, "64"); }
+TEST(SharedKVCrash, DeathHoldingTheLock) { die_inside(HookPoint::locked, 0); }
+TEST(SharedKVCrash, DeathHalfwayThroughABatch) { die_inside(HookPoint::mid_batch, 64); }
 
 // The member reclaiming a dead member dies halfway; the next locker
 // finishes the reclaim from the journal, counting each block once.

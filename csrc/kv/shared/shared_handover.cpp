@@ -78,7 +78,6 @@ Status hand_over_ids(SharedKVBlockPool::Local& l, const Id* ids, size_t n, pid_t
     l.owners[static_cast<uint64_t>(ids[i])] = owner::handed(w, m);
     if (i == n / 2) kv_shared::hook(kv_shared::HookPoint::mid_batch);
   }
-  l.counters().transit += n;
   kv_shared::end_journal(l);
   return Status::ok;
 }
@@ -101,7 +100,6 @@ Status take_over_ids(SharedKVBlockPool::Local& l, const Id* ids, size_t n) noexc
     l.owners[static_cast<uint64_t>(ids[i])] = owner::live(l.member);
     if (i == n / 2) kv_shared::hook(kv_shared::HookPoint::mid_batch);
   }
-  l.counters().transit -= n;
   kv_shared::end_journal(l);
   return Status::ok;
 }

@@ -6,11 +6,11 @@
 //
 // Ground truth is the owners array: one word per block, naming the member
 // that owns it, whether it waits on a fence, and to whom it is handed. The
-// bitmaps and the counts of live, deferred and in-transit blocks are an
-// index over it, kept in step by every call and rebuilt from it after a
-// holder of the lock died (they may then be half updated). The owners and
-// the cumulative counters are changed only under an active journal entry
-// (shared_journal.hpp), so a call cut short is undone whole.
+// bitmaps and the counts of live and deferred blocks are an index over it,
+// kept in step by every call and rebuilt from it after a holder of the lock
+// died (they may then be half updated). The owners and the cumulative
+// counters change only under an open journal entry, so that a call cut
+// short is finished (or, for a hand-over, undone) whole.
 #pragma once
 
 #include <pthread.h>
@@ -45,7 +45,7 @@ inline uint32_t handed(uint32_t word, uint32_t to) noexcept { return (word & 0xf
 
 // Cumulative counters and the index's counts; a journal entry saves them.
 struct Counters {
-  uint64_t live = 0, deferred = 0, transit = 0, peak_live = 0;
+  uint64_t live = 0, deferred = 0, peak_live = 0;
   uint64_t allocs = 0, frees = 0, reclaimed = 0, failed_allocs = 0, misuse_errors = 0;
 };
 
@@ -57,16 +57,32 @@ struct Member {
   uint64_t start_time;  // /proc/<pid>/stat field 22: a reused pid has another
 };
 
-enum class JournalState : uint32_t { idle = 0, undo = 1, redo = 2 };
+enum class JournalState : uint32_t { idle = 0, apply = 1, undo = 2, reclaim = 3 };
 
-// The call in progress under the lock. undo: ids[0, n) had owner words
-// previous[0, n) and the counters were `saved`; recovery puts them back.
-// redo: member `member` is being reclaimed; recovery finishes it.
+// Ids whose owner words all become `target`: the run [first, first + count),
+// or the ids journal_ids[at, at + count).
+struct JournalGroup {
+  uint32_t target;
+  uint32_t run;
+  uint64_t first, count, at;
+};
+
+// The call in progress under the lock.
+// apply: the owner words of the groups become their targets, in order, and
+//   the counters become `counters`; recovery finishes it (every call that
+//   hands out or takes back blocks).
+// undo: ids journal_ids[0, n) had owner words journal_previous[0, n) and the
+//   counters were `counters`; recovery puts them back (hand-overs, which
+//   check each block as they move it).
+// reclaim: member `member` is being reclaimed, n blocks, from `counters`;
+//   recovery finishes it.
 struct Journal {
   std::atomic<JournalState> state;
   uint32_t member;
   uint64_t n;
-  Counters saved;
+  uint32_t num_groups;
+  JournalGroup groups[2];
+  Counters counters;
 };
 
 struct alignas(64) Header {

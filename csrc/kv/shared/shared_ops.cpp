@@ -11,7 +11,6 @@
 namespace unipool {
 
 using kv_shared::Counters;
-using kv_shared::HookPoint;
 using kv_shared::Lock;
 namespace owner = kv_shared::owner;
 
@@ -29,22 +28,6 @@ bool attached_here(const Local& l, const char* call) noexcept {
 }  // namespace kv_shared
 
 namespace {
-
-// Sets the owner word of ids[0, n) to `word`, the journal open.
-template <class Id>
-void set_owners(SharedKVBlockPool::Local& l, const Id* ids, size_t n, uint32_t word) noexcept {
-  for (size_t i = 0; i < n; ++i) {
-    l.owners[static_cast<uint64_t>(ids[i])] = word;
-    if (i == n / 2) kv_shared::hook(HookPoint::mid_batch);
-  }
-}
-
-// How many of ids[0, n) were in transit, by the journal's saved words.
-uint64_t transit_in_journal(const SharedKVBlockPool::Local& l, size_t first, size_t n) noexcept {
-  uint64_t k = 0;
-  for (size_t i = first; i < first + n; ++i) k += owner::in_transit(l.journal_previous[i]) ? 1 : 0;
-  return k;
-}
 
 Status refuse_alloc(SharedKVBlockPool::Local& l, size_t n, size_t being_freed) noexcept {
   const kv_shared::Header& h = *l.header;
@@ -96,12 +79,12 @@ size_t collect_ready(SharedKVBlockPool::Local& l) noexcept {
     if (!kv_fence_done(*b.source, b.fence)) return false;
     kv_release_fence(*b.source, b.fence);
     const size_t n = b.ids.size();
-    kv_shared::begin_undo(l, b.ids.data(), n);
-    set_owners(l, b.ids.data(), n, owner::kFree);
     for (uint32_t id : b.ids) l.index.free.insert(id / 64, uint64_t{1} << (id % 64), 1);
-    l.counters().deferred -= n;
-    l.counters().frees += n;
-    kv_shared::end_journal(l);
+    kv_shared::add_group(l, b.ids.data(), n, owner::kFree);
+    Counters after = l.counters();
+    after.deferred -= n;
+    after.frees += n;
+    kv_shared::commit(l, after);
     freed += n;
     return true;
   };
@@ -139,14 +122,12 @@ Status free_after_ids(SharedKVBlockPool::Local& l, const Id* ids, size_t n, Fenc
   }
   SharedKVBlockPool::Local::Batch batch{&source, fence, std::vector<uint32_t>(n)};
   for (size_t i = 0; i < n; ++i) batch.ids[i] = static_cast<uint32_t>(ids[i]);
-  kv_shared::begin_undo(l, ids, n);
-  for (size_t i = 0; i < n; ++i) l.owners[batch.ids[i]] = owner::live(l.member) | owner::kDeferred;
-  kv_shared::Counters& c = l.counters();
-  for (size_t i = 0; i < n; ++i) c.transit -= owner::in_transit(l.journal_previous[i]) ? 1 : 0;
-  c.live -= n;
-  c.deferred += n;
   l.batches.push_back(std::move(batch));
-  kv_shared::end_journal(l);
+  kv_shared::add_group(l, ids, n, owner::live(l.member) | owner::kDeferred);
+  Counters after = l.counters();
+  after.live -= n;
+  after.deferred += n;
+  kv_shared::commit(l, after);
   return Status::ok;
 }
 
@@ -157,13 +138,12 @@ Status shared_alloc(SharedKVBlockPool::Local& l, size_t n, Id* out) noexcept {
   make_room(l, n);
   if (l.header->closed.load(std::memory_order_acquire) || n > l.index.free.count()) return refuse_alloc(l, n, 0);
   kv::take_lowest(l.index, n, out);
-  kv_shared::begin_undo(l, out, n);
-  set_owners(l, out, n, owner::live(l.member));
-  Counters& c = l.counters();
-  c.live += n;
-  c.allocs += n;
-  c.peak_live = std::max(c.peak_live, c.live);
-  kv_shared::end_journal(l);
+  kv_shared::add_group(l, out, n, owner::live(l.member));
+  Counters after = l.counters();
+  after.live += n;
+  after.allocs += n;
+  after.peak_live = std::max(after.peak_live, after.live);
+  kv_shared::commit(l, after);
   return Status::ok;
 }
 
@@ -172,13 +152,11 @@ Status shared_free(SharedKVBlockPool::Local& l, const Id* ids, size_t n) noexcep
   if (!kv_shared::attached_here(l, "free")) return Status::bad_argument;
   Lock lock(l);
   if (!kv::release_ids(l.index, l.num_blocks(), ids, n, /*to_free=*/true)) return refuse_free(l, ids, n, "free");
-  kv_shared::begin_undo(l, ids, n);
-  set_owners(l, ids, n, owner::kFree);
-  Counters& c = l.counters();
-  c.live -= n;
-  c.transit -= transit_in_journal(l, 0, n);
-  c.frees += n;
-  kv_shared::end_journal(l);
+  kv_shared::add_group(l, ids, n, owner::kFree);
+  Counters after = l.counters();
+  after.live -= n;
+  after.frees += n;
+  kv_shared::commit(l, after);
   return Status::ok;
 }
 
@@ -198,19 +176,15 @@ Status SharedKVBlockPool::deallocate_and_allocate(const FreeId* ids_to_free, siz
     kv::relive(l.index, ids_to_free, n_free, /*from_free=*/true);
     return refuse_alloc(l, n, n_free);
   }
-  kv_shared::begin_undo(l, ids_to_free, n_free);
-  set_owners(l, ids_to_free, n_free, owner::kFree);
-  Counters& c = l.counters();
-  c.live -= n_free;
-  c.transit -= transit_in_journal(l, 0, n_free);
-  c.frees += n_free;
+  kv_shared::add_group(l, ids_to_free, n_free, owner::kFree);
   kv::take_lowest(l.index, n, out);  // the ids to free were all read above: out may alias them
-  kv_shared::extend_undo(l, out, n);
-  set_owners(l, out, n, owner::live(l.member));
-  c.live += n;
-  c.allocs += n;
-  c.peak_live = std::max(c.peak_live, c.live);
-  kv_shared::end_journal(l);
+  kv_shared::add_group(l, out, n, owner::live(l.member));
+  Counters after = l.counters();
+  after.live = after.live - n_free + n;
+  after.frees += n_free;
+  after.allocs += n;
+  after.peak_live = std::max(after.peak_live, after.live);
+  kv_shared::commit(l, after);
   return Status::ok;
 }
 

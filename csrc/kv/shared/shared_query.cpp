@@ -79,10 +79,11 @@ SharedKVBlockPoolStats SharedKVBlockPool::stats() const noexcept {
   st.frees = c.frees;
   st.failed_allocs = c.failed_allocs;
   st.misuse_errors = c.misuse_errors;
-  st.transit_blocks = c.transit;
   st.reclaimed_blocks = c.reclaimed;
   for (uint64_t id = 0; id < num_blocks_; ++id) {
-    st.owned_blocks += !owner::is_free(l.owners[id]) && owner::member(l.owners[id]) == l.member;
+    const uint32_t w = l.owners[id];
+    st.owned_blocks += !owner::is_free(w) && owner::member(w) == l.member;
+    st.transit_blocks += !owner::is_free(w) && owner::in_transit(w);
   }
   for (uint32_t m = 0; m < h.max_members; ++m) st.members += h.members[m].state == kv_shared::MemberState::attached;
   st.dead_members = h.dead_members;

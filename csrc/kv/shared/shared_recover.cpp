@@ -1,5 +1,9 @@
 // unipool kv shared: the lock, the journal, and repairing the books after a
 // member died.
+#include <linux/futex.h>
+#include <sched.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -20,9 +24,12 @@ void pause() noexcept {
 #endif
 }
 
-// glibc's futex word of the mutex: 0 while unlocked. Waiting on it with
-// plain loads keeps waiters off the line until a release.
-bool looks_locked(pthread_mutex_t& m) noexcept { return __atomic_load_n(&m.__data.__lock, __ATOMIC_RELAXED) != 0; }
+// glibc's futex word of the mutex holds the holder's thread id; the
+// kernel clears it and sets FUTEX_OWNER_DIED when the holder dies. Waiting
+// on it with plain loads keeps waiters off the line until it is free.
+bool held(pthread_mutex_t& m) noexcept {
+  return (__atomic_load_n(&m.__data.__lock, __ATOMIC_RELAXED) & FUTEX_TID_MASK) != 0;
+}
 
 }  // namespace
 
@@ -33,16 +40,22 @@ void hook(HookPoint at) noexcept {
 }
 
 // A robust mutex is one compare-and-swap to take when free, as fast as a
-// plain one; when taken, spin a little on loads before sleeping in the
-// kernel, since the pool holds it for O(batch) work.
+// plain one. A waiter never sleeps in the kernel: one that did would make
+// every unlock a futex wake system call, which costs more than the O(batch)
+// work the lock guards. It spins on loads a little, then yields the core,
+// as KVBlockPool's lock does. trylock reports a dead holder as lock would.
 Lock::Lock(Local& l) noexcept : l_(l) {
   pthread_mutex_t& m = l.header->lock;
-  int rc = EBUSY;
-  for (int spins = 0; spins < 100 && rc == EBUSY; ++spins) {
-    while (looks_locked(m) && spins++ < 100) pause();
-    rc = pthread_mutex_trylock(&m);
+  int rc;
+  for (int spins = 0;; spins += spins < 64 ? 1 : 0) {
+    rc = held(m) ? EBUSY : pthread_mutex_trylock(&m);
+    if (rc != EBUSY) break;
+    if (spins < 64) {
+      pause();
+    } else {
+      sched_yield();
+    }
   }
-  if (rc == EBUSY) rc = pthread_mutex_lock(&m);
   if (rc == EOWNERDEAD) {
     recover(l);
     pthread_mutex_consistent(&m);
@@ -54,8 +67,37 @@ Lock::Lock(Local& l) noexcept : l_(l) {
 
 Lock::~Lock() { pthread_mutex_unlock(&l_.header->lock); }
 
+void apply_groups(Local& l) noexcept {
+  const Journal& j = l.header->journal;
+  for (uint32_t k = 0; k < j.num_groups; ++k) {
+    const JournalGroup& g = j.groups[k];
+    const uint64_t half = g.count / 2;
+    if (g.run) {
+      std::fill(l.owners + g.first, l.owners + g.first + half, g.target);
+      hook(HookPoint::mid_batch);
+      std::fill(l.owners + g.first + half, l.owners + g.first + g.count, g.target);
+    } else {
+      const uint32_t* ids = l.journal_ids + g.at;
+      for (uint64_t i = 0; i < half; ++i) l.owners[ids[i]] = g.target;
+      hook(HookPoint::mid_batch);
+      for (uint64_t i = half; i < g.count; ++i) l.owners[ids[i]] = g.target;
+    }
+  }
+}
+
+void commit(Local& l, const Counters& after) noexcept {
+  Journal& j = l.header->journal;
+  j.counters = after;
+  j.state.store(JournalState::apply, std::memory_order_release);
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // no owner write above the state
+  apply_groups(l);
+  l.header->counters = after;
+  end_journal(l);
+}
+
 void end_journal(Local& l) noexcept {
   std::atomic_signal_fence(std::memory_order_seq_cst);
+  l.header->journal.num_groups = 0;
   l.header->journal.state.store(JournalState::idle, std::memory_order_release);
 }
 
@@ -63,7 +105,7 @@ void undo_journal(Local& l) noexcept {
   Journal& j = l.header->journal;
   // Backwards: an id repeated in the entry gets its first saved word.
   for (size_t i = j.n; i-- > 0;) l.owners[l.journal_ids[i]] = l.journal_previous[i];
-  l.header->counters = j.saved;
+  l.header->counters = j.counters;
   end_journal(l);
 }
 
@@ -71,7 +113,7 @@ void rebuild_index(Local& l) noexcept {
   const uint64_t n = l.num_blocks();
   uint64_t* free_words = l.index.free.bulk_words();
   Counters& c = l.counters();
-  c.live = c.deferred = c.transit = 0;
+  c.live = c.deferred = 0;
   for (uint64_t w = 0; w * 64 < n; ++w) {
     uint64_t free_bits = 0, live_bits = 0;
     for (uint64_t id = w * 64; id < n && id < w * 64 + 64; ++id) {
@@ -84,7 +126,6 @@ void rebuild_index(Local& l) noexcept {
       } else {
         live_bits |= bit;
         ++c.live;
-        c.transit += owner::in_transit(word) ? 1 : 0;
       }
     }
     free_words[w] = free_bits;
@@ -96,11 +137,18 @@ void rebuild_index(Local& l) noexcept {
 void recover(Local& l) noexcept {
   Header& h = *l.header;
   switch (h.journal.state.load(std::memory_order_acquire)) {
+    case JournalState::apply:  // finish the call
+      apply_groups(l);
+      h.counters = h.journal.counters;
+      end_journal(l);
+      break;
     case JournalState::undo: undo_journal(l); break;
-    case JournalState::redo:  // a reclaim cut short: finish it
+    case JournalState::reclaim:  // a reclaim cut short: finish it
       reclaim_member(l, h.journal.member, /*died=*/true);
       break;
-    case JournalState::idle: break;
+    case JournalState::idle:  // groups added, not committed: nothing happened
+      h.journal.num_groups = 0;
+      break;
   }
   rebuild_index(l);
   ++h.recoveries;
@@ -113,7 +161,7 @@ void recover(Local& l) noexcept {
 uint64_t reclaim_member(Local& l, uint32_t m, bool died) noexcept {
   Header& h = *l.header;
   Journal& j = h.journal;
-  if (j.state.load(std::memory_order_acquire) != JournalState::redo) {
+  if (j.state.load(std::memory_order_acquire) != JournalState::reclaim) {
     uint64_t k = 0;
     for (uint64_t id = 0; id < l.num_blocks(); ++id) {
       const uint32_t w = l.owners[id];
@@ -121,8 +169,8 @@ uint64_t reclaim_member(Local& l, uint32_t m, bool died) noexcept {
     }
     j.member = m;
     j.n = k;
-    j.saved = h.counters;
-    j.state.store(JournalState::redo, std::memory_order_release);
+    j.counters = h.counters;
+    j.state.store(JournalState::reclaim, std::memory_order_release);
     std::atomic_signal_fence(std::memory_order_seq_cst);
   }
   for (uint64_t id = 0; id < l.num_blocks(); ++id) {
@@ -133,7 +181,7 @@ uint64_t reclaim_member(Local& l, uint32_t m, bool died) noexcept {
     if (id == l.num_blocks() / 2) hook(HookPoint::reclaiming);
   }
   const uint64_t freed = j.n;
-  h.counters = j.saved;
+  h.counters = j.counters;
   h.counters.reclaimed += freed;
   rebuild_index(l);
   h.members[m].state = MemberState::empty;

@@ -8,6 +8,7 @@
 
 #include "kv/kv_id_bitmap.hpp"
 #include "kv/kv_pinning.hpp"
+#include "kv/kv_simd.hpp"
 #include "kv/shared/shared_layout.hpp"
 #include "unipool/fence.hpp"
 #include "unipool/shared_kv_block_pool.hpp"
@@ -88,8 +89,8 @@ class Lock {
 // Lock held. Undoes or finishes the journal's entry, rebuilds the index from
 // the owners and reclaims every dead member.
 void recover(Local& l) noexcept;
-// Lock held. Rebuilds the bitmaps and the live, deferred and transit counts
-// from the owners.
+// Lock held. Rebuilds the bitmaps and the live and deferred counts from the
+// owners.
 void rebuild_index(Local& l) noexcept;
 // Lock held. Frees member m's blocks and the blocks handed to it, and
 // empties its slot; returns the blocks freed.
@@ -97,8 +98,33 @@ uint64_t reclaim_member(Local& l, uint32_t m, bool died) noexcept;
 // Lock held. Reclaims every member found dead; returns the blocks freed.
 uint64_t reclaim_dead_members(Local& l) noexcept;
 
-// Lock held: the journal (see shared_layout.hpp). begin_undo saves the
-// owner words of ids[0, n) and the counters, end() closes the entry, undo()
+// Lock held: the journal (shared_layout.hpp).
+//
+// A call that hands out or takes back blocks adds one or two groups (ids and
+// the owner word they all get), then commit() records the counters it ends
+// with and applies the groups: owner words written only once the entry is
+// whole, so a kill at any point leaves either nothing or an entry recovery
+// can finish.
+template <class Id>
+void add_group(Local& l, const Id* ids, size_t n, uint32_t target) noexcept {
+  Journal& j = l.header->journal;
+  JournalGroup& g = j.groups[j.num_groups];
+  const uint64_t at = j.num_groups ? j.groups[0].at + (j.groups[0].run ? 0 : j.groups[0].count) : 0;
+  const bool run = n != 0 && static_cast<uint64_t>(ids[n - 1]) - static_cast<uint64_t>(ids[0]) == n - 1 &&
+                   kv::all_in_run(ids, static_cast<uint64_t>(ids[0]), n);
+  g = {target, run, n ? static_cast<uint64_t>(ids[0]) : 0, n, at};
+  if (!run) {
+    for (size_t i = 0; i < n; ++i) l.journal_ids[at + i] = static_cast<uint32_t>(ids[i]);
+  }
+  ++j.num_groups;
+}
+// Opens the entry with the counters the call ends with, applies it, closes it.
+void commit(Local& l, const Counters& after) noexcept;
+// Lock held: applies an open apply entry's groups (commit, and recovery).
+void apply_groups(Local& l) noexcept;
+
+// The undo entry of a hand-over: begin_undo saves the owner words of
+// ids[0, n) and the counters, end_journal() closes the entry, undo_journal()
 // puts them back (a refusal after begin, or recovery).
 template <class Id>
 void begin_undo(Local& l, const Id* ids, size_t n) noexcept {
@@ -109,24 +135,10 @@ void begin_undo(Local& l, const Id* ids, size_t n) noexcept {
     l.journal_previous[i] = l.owners[id];
   }
   j.n = n;
-  j.saved = l.header->counters;
+  j.counters = l.header->counters;
   j.state.store(JournalState::undo, std::memory_order_release);
   // The owner writes that follow must not move above the state: a kill
   // between them would leave changes no entry describes.
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-}
-// Adds ids[0, n) to the open entry (a second step of the same call).
-template <class Id>
-void extend_undo(Local& l, const Id* ids, size_t n) noexcept {
-  Journal& j = l.header->journal;
-  const size_t at = j.n;
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t id = static_cast<uint32_t>(ids[i]);
-    l.journal_ids[at + i] = id;
-    l.journal_previous[at + i] = l.owners[id];
-  }
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  j.n = at + n;
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 void end_journal(Local& l) noexcept;

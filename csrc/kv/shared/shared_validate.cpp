@@ -44,7 +44,6 @@ bool owners_agree(const SharedKVBlockPool::Local& l, Counters& c, std::string* w
       return fail(why, block(id) + " is owned but the bitmaps disagree");
     c.live += !owner::is_deferred(w);
     c.deferred += owner::is_deferred(w);
-    c.transit += owner::in_transit(w) ? 1 : 0;
   }
   return true;
 }
@@ -79,7 +78,7 @@ bool SharedKVBlockPool::validate(std::string* why) const {
   const Local& l = *local_;
   const Header& h = *l.header;
   kv_shared::Lock lock(*local_);
-  if (h.journal.state.load(std::memory_order_acquire) != kv_shared::JournalState::idle) {
+  if (h.journal.state.load(std::memory_order_acquire) != kv_shared::JournalState::idle || h.journal.num_groups) {
     return fail(why, "a journal entry is open outside a call");
   }
   if (l.member >= h.max_members || h.members[l.member].state != kv_shared::MemberState::attached) {
@@ -89,11 +88,10 @@ bool SharedKVBlockPool::validate(std::string* why) const {
   if (!owners_agree(l, found, why) || !bits_past_end_clear(l, why) || !kv_summaries_agree(l.index.free, why))
     return false;
   const Counters& c = h.counters;
-  if (found.live != c.live || found.deferred != c.deferred || found.transit != c.transit) {
+  if (found.live != c.live || found.deferred != c.deferred) {
     return fail(why, "counts (live " + std::to_string(c.live) + ", deferred " + std::to_string(c.deferred) +
-                         ", transit " + std::to_string(c.transit) + ") disagree with the owners (" +
-                         std::to_string(found.live) + ", " + std::to_string(found.deferred) + ", " +
-                         std::to_string(found.transit) + ")");
+                         ") disagree with the owners (" + std::to_string(found.live) + ", " +
+                         std::to_string(found.deferred) + ")");
   }
   if (l.index.free.count() + c.live + c.deferred != h.num_blocks) return fail(why, "block counts do not add up");
   if (c.allocs != c.frees + c.reclaimed + c.live + c.deferred)
