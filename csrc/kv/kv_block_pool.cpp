@@ -22,7 +22,7 @@ void kv_set_error(const char* format, ...) noexcept {
   va_end(args);
 }
 
-const char* KVBlockPool::last_error() noexcept { return t_error; }
+const char* KVPool::last_error() noexcept { return t_error; }
 
 Status KVBlockPool::refuse_alloc(size_t n, size_t available, size_t being_freed) noexcept {
   const State& s = *state_;
@@ -212,7 +212,7 @@ bool KVBlockPool::is_live(uint64_t id) const noexcept {
   return id < num_blocks_ && state_->is_live(id);
 }
 
-KVBlockPoolStats KVBlockPool::stats() const noexcept {
+KVBlockPoolStats KVBlockPool::pool_stats() const noexcept {
   const State& s = *state_;
   std::lock_guard lock(s.mutex);
   KVBlockPoolStats st;

@@ -66,7 +66,7 @@ Status RegistrationCache::attach(DevicePool& pool) {
   return Status::ok;
 }
 
-Status RegistrationCache::attach(KVBlockPool& pool) {
+Status RegistrationCache::attach(KVPool& pool) {
   const uint64_t blocks_per_region = max_region_ / pool.stride();
   if (blocks_per_region == 0) return Status::bad_argument;  // a block larger than a region
   on_map(pool.base(), pool.arena_bytes(), -1, blocks_per_region * pool.stride());

@@ -34,6 +34,7 @@
 
 #include "unipool/fence.hpp"
 #include "unipool/host_config.hpp"
+#include "unipool/kv_pool.hpp"
 #include "unipool/status.hpp"
 
 namespace unipool {
@@ -56,44 +57,25 @@ struct KVBlockPoolOptions {
   uint64_t max_pin = uint64_t{16} << 30;
 };
 
-struct KVBlockPoolStats {
-  uint64_t num_blocks = 0;
-  uint64_t block_bytes = 0;
-  uint64_t stride = 0;
-  uint64_t free_blocks = 0;
-  uint64_t live_blocks = 0;       // handed out, not freed
-  uint64_t deferred_blocks = 0;   // freed with free_after, fence pending
-  uint64_t peak_live_blocks = 0;
-  uint64_t requested_bytes = 0;   // num_blocks * block_bytes
-  uint64_t reserved_bytes = 0;    // committed arena bytes (page-rounded)
-  uint64_t pinned_bytes = 0;
-  uint64_t allocs = 0;            // blocks handed out since construction
-  uint64_t frees = 0;             // blocks returned (deferred ones once reclaimed)
-  uint64_t failed_allocs = 0;     // alloc calls refused for lack of blocks
-  uint64_t misuse_errors = 0;     // free calls refused (double free, bad id)
-};
-
-class KVBlockPool {
+class KVBlockPool final : public KVPool {
  public:
   // Reserves, commits (NUMA-bound, touched) and pins the arena. Throws
   // std::invalid_argument for bad options and std::runtime_error when the
   // memory cannot be had (the message says which call failed).
   explicit KVBlockPool(const KVBlockPoolOptions& options);
-  ~KVBlockPool();
-  KVBlockPool(const KVBlockPool&) = delete;
-  KVBlockPool& operator=(const KVBlockPool&) = delete;
+  ~KVBlockPool() override;
 
   // Writes n free ids to out. Status::out_of_space when fewer than n are free
   // (after reclaiming completed deferrals): nothing is taken. n == 0 is ok.
-  Status allocate(size_t n, uint32_t* out) noexcept;
-  Status allocate(size_t n, int64_t* out) noexcept;
-  Status allocate(size_t n, int32_t* out) noexcept;
+  Status allocate(size_t n, uint32_t* out) noexcept override;
+  Status allocate(size_t n, int64_t* out) noexcept override;
+  Status allocate(size_t n, int32_t* out) noexcept override;
   // Returns ids. Status::not_live when any id is out of range, not allocated
   // (a double free) or repeated in the batch: then nothing is freed and
   // last_error() names the id.
-  Status deallocate(const uint32_t* ids, size_t n) noexcept;
-  Status deallocate(const int64_t* ids, size_t n) noexcept;
-  Status deallocate(const int32_t* ids, size_t n) noexcept;
+  Status deallocate(const uint32_t* ids, size_t n) noexcept override;
+  Status deallocate(const int64_t* ids, size_t n) noexcept override;
+  Status deallocate(const int32_t* ids, size_t n) noexcept override;
   // Frees `ids_to_free` and then allocates n blocks into `out`, under one lock:
   // the step of an offload manager that evicts blocks to make room for the
   // ones it stores (the freed blocks may come straight back). `out` may be
@@ -109,39 +91,31 @@ class KVBlockPool {
   // at once. The same checks as free(), and Status::bad_argument for fence 0
   // or a fence `source` does not know (its completed() throws: never
   // recorded, or released): then nothing is freed and the fence is not taken.
-  Status deallocate_after(const int64_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept;
-  Status deallocate_after(const uint32_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept;
+  Status deallocate_after(const int64_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept override;
+  Status deallocate_after(const uint32_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept override;
   // Frees the deferred batches whose fences completed; returns the blocks
   // freed. A fence whose source throws for it has been lost (nothing is left
   // to wait for) and counts as completed; nothing a source throws escapes.
-  size_t collect_deferred() noexcept;
+  size_t collect_deferred() noexcept override;
 
-  void* base() const noexcept { return base_; }
-  void* block(uint64_t id) const noexcept { return static_cast<char*>(base_) + id * stride_; }
-  uint64_t block_bytes() const noexcept { return block_bytes_; }
-  uint64_t stride() const noexcept { return stride_; }
-  uint64_t num_blocks() const noexcept { return num_blocks_; }
-  uint64_t arena_bytes() const noexcept { return arena_bytes_; }
-  bool pinned() const noexcept { return pinned_bytes_ == arena_bytes_ && arena_bytes_ != 0; }
-  // Whether the arena is pinned, and why not (to_string() for the text).
-  PinningState pinning_state() const noexcept { return pinning_state_; }
-  size_t free_blocks() const noexcept;
+  size_t free_blocks() const noexcept override;
   // Whether id is a block handed out and not yet freed.
-  bool is_live(uint64_t id) const noexcept;
+  bool is_live(uint64_t id) const noexcept override;
 
-  KVBlockPoolStats stats() const noexcept;
-  void reset_peak_stats() noexcept;
+  void reset_peak_stats() noexcept override;
   // Every invariant: each block is free, live or deferred, never two of them;
   // the summary levels agree with the free bitmap; the counts add up to
   // num_blocks and to the bitmaps; deferred batches hold the deferred blocks.
-  bool validate(std::string* why = nullptr) const;
-
-  // This thread's last error message ("" if none).
-  static const char* last_error() noexcept;
+  bool validate(std::string* why = nullptr) const override;
 
   struct State;  // csrc/kv/kv_state.hpp
 
  private:
+  KVBlockPoolStats pool_stats() const noexcept override;
+  Status free_and_alloc_any(const void* ids_to_free, IdKind free_kind, size_t n_free, size_t n, void* out,
+                            IdKind out_kind) noexcept override {
+    return dispatch_free_and_alloc(*this, ids_to_free, free_kind, n_free, n, out, out_kind);
+  }
   template <class Id>
   Status alloc_ids(size_t n, Id* out) noexcept;
   template <class Id>
@@ -156,10 +130,7 @@ class KVBlockPool {
   void pin_arena(const KVBlockPoolOptions& options);
   void unpin_arena() noexcept;
 
-  void* base_ = nullptr;
-  uint64_t block_bytes_ = 0, stride_ = 0, num_blocks_ = 0;
   uint64_t arena_bytes_ = 0, mapped_bytes_ = 0, pinned_bytes_ = 0;
-  PinningState pinning_state_ = PinningState::pageable;
   std::unique_ptr<State> state_;
 };
 

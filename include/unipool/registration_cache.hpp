@@ -34,7 +34,7 @@ namespace unipool {
 
 class HostPool;
 class DevicePool;
-class KVBlockPool;
+class KVPool;
 
 struct Registrar {
   // Registers [address, address + bytes) of `device` (-1: host memory) and
@@ -95,10 +95,10 @@ class RegistrationCache {
   // use it (its hooks say what is mapped from then on);
   // Status::bad_argument when it has mapped memory.
   Status attach(DevicePool& pool);
-  // KVBlockPool: the arena at once, in regions of whole blocks; no hooks
+  // A KVPool (KVBlockPool, SharedKVBlockPool): the arena at once, in regions of whole blocks; no hooks
   // (the arena lives as long as the pool, which must outlive this cache or
   // be detached first).
-  Status attach(KVBlockPool& pool);
+  Status attach(KVPool& pool);
   void detach_all();
 
   uint64_t registrations() const;

@@ -63,7 +63,7 @@
 
 #include "unipool/fence.hpp"
 #include "unipool/host_config.hpp"
-#include "unipool/kv_block_pool.hpp"
+#include "unipool/kv_pool.hpp"
 #include "unipool/status.hpp"
 
 namespace unipool {
@@ -107,7 +107,7 @@ struct SharedKVBlockPoolStats : KVBlockPoolStats {
   uint64_t recoveries = 0;        // times a locker repaired the books after its holder died
 };
 
-class SharedKVBlockPool {
+class SharedKVBlockPool final : public KVPool {
  public:
   // Creates the pool `name` ([A-Za-z0-9._-], 1 to 64 characters) and
   // attaches the caller. Throws std::invalid_argument for bad options and
@@ -120,27 +120,25 @@ class SharedKVBlockPool {
   static std::unique_ptr<SharedKVBlockPool> attach(std::string_view name, const SharedKVAttachOptions& options = {});
   // Detaches: frees the caller's blocks (as if it had died), stops serving
   // attaches, unpins and unmaps.
-  ~SharedKVBlockPool();
-  SharedKVBlockPool(const SharedKVBlockPool&) = delete;
-  SharedKVBlockPool& operator=(const SharedKVBlockPool&) = delete;
+  ~SharedKVBlockPool() override;
 
   // KVBlockPool's calls, with its checks and statuses. The blocks allocated
   // are owned by the caller. Any member may free any live block.
   // Status::bad_argument also when called from a process forked from the
   // member (not attached itself), and out_of_space when the pool is closed.
-  Status allocate(size_t n, uint32_t* out) noexcept;
-  Status allocate(size_t n, int64_t* out) noexcept;
-  Status allocate(size_t n, int32_t* out) noexcept;
-  Status deallocate(const uint32_t* ids, size_t n) noexcept;
-  Status deallocate(const int64_t* ids, size_t n) noexcept;
-  Status deallocate(const int32_t* ids, size_t n) noexcept;
+  Status allocate(size_t n, uint32_t* out) noexcept override;
+  Status allocate(size_t n, int64_t* out) noexcept override;
+  Status allocate(size_t n, int32_t* out) noexcept override;
+  Status deallocate(const uint32_t* ids, size_t n) noexcept override;
+  Status deallocate(const int64_t* ids, size_t n) noexcept override;
+  Status deallocate(const int32_t* ids, size_t n) noexcept override;
   template <class FreeId, class OutId>
   Status deallocate_and_allocate(const FreeId* ids_to_free, size_t n_free, size_t n, OutId* out) noexcept;
   // Frees the ids once `fence` completes. The fence belongs to this process:
   // until then the blocks stay owned by it (and are freed if it dies).
-  Status deallocate_after(const int64_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept;
-  Status deallocate_after(const uint32_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept;
-  size_t collect_deferred() noexcept;
+  Status deallocate_after(const int64_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept override;
+  Status deallocate_after(const uint32_t* ids, size_t n, FenceSource& source, FenceId fence) noexcept override;
+  size_t collect_deferred() noexcept override;
 
   // Marks live blocks the caller owns as handed to the member process `to`
   // (attached, not the caller). Status::not_live, changing nothing, when an
@@ -167,27 +165,18 @@ class SharedKVBlockPool {
   std::vector<pid_t> member_pids() const;
 
   const std::string& name() const noexcept { return name_; }
-  void* base() const noexcept { return base_; }
-  void* block(uint64_t id) const noexcept { return static_cast<char*>(base_) + id * stride_; }
-  uint64_t block_bytes() const noexcept { return block_bytes_; }
-  uint64_t stride() const noexcept { return stride_; }
-  uint64_t num_blocks() const noexcept { return num_blocks_; }
-  uint64_t arena_bytes() const noexcept { return stride_ * num_blocks_; }
-  bool pinned() const noexcept { return pinning_state_ == PinningState::pinned; }
-  PinningState pinning_state() const noexcept { return pinning_state_; }
-  size_t free_blocks() const noexcept;
-  bool is_live(uint64_t id) const noexcept;
+  size_t free_blocks() const noexcept override;
+  bool is_live(uint64_t id) const noexcept override;
 
+  // KVPool::stats() and what only a shared pool has.
   SharedKVBlockPoolStats stats() const noexcept;
-  void reset_peak_stats() noexcept;
+  void reset_peak_stats() noexcept override;
   // Every invariant of the shared books: each block's owner is a member and
   // its state (free, live, deferred, in transit) agrees with both bitmaps and
   // every count; the summaries agree; allocations = frees + reclaimed + live
   // + deferred; no call is half done; this process's deferred batches hold
   // its deferred blocks.
-  bool validate(std::string* why = nullptr) const;
-
-  static const char* last_error() noexcept;
+  bool validate(std::string* why = nullptr) const override;
 
   struct Local;  // csrc/kv/shared/shared_state.hpp: this process's view of the mapping
   // The internals, for tests that damage or inspect the shared books.
@@ -196,11 +185,13 @@ class SharedKVBlockPool {
  private:
   SharedKVBlockPool();
   void finish_open(const std::string& name, HostPinned pinned, uint64_t max_pin);
+  KVBlockPoolStats pool_stats() const noexcept override { return stats(); }
+  Status free_and_alloc_any(const void* ids_to_free, IdKind free_kind, size_t n_free, size_t n, void* out,
+                            IdKind out_kind) noexcept override {
+    return dispatch_free_and_alloc(*this, ids_to_free, free_kind, n_free, n, out, out_kind);
+  }
 
   std::string name_;
-  void* base_ = nullptr;
-  uint64_t block_bytes_ = 0, stride_ = 0, num_blocks_ = 0;
-  PinningState pinning_state_ = PinningState::pageable;
   std::unique_ptr<Local> local_;
 };
 

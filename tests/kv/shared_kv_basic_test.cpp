@@ -10,6 +10,7 @@
 
 #include "kv/shared/shared_state.hpp"
 #include "shared_kv_test_util.hpp"
+#include "unipool/kv_block_pool.hpp"
 #include "unipool/shared_kv_block_pool.hpp"
 
 namespace unipool {
@@ -234,6 +235,50 @@ TEST(SharedKVBlockPool, FreeAfterKeepsBlocksUntilTheFence) {
   EXPECT_EQ(pool->deallocate_after(ids + 40, 1, fences, 0), Status::bad_argument);  // no fence
   EXPECT_EQ(fences.outstanding(), 0u);  // the collected fence went back to its source
   expect_valid(*pool);
+}
+
+}  // namespace
+}  // namespace unipool
+
+namespace unipool {
+namespace {
+
+// Code written against KVPool works the same with either pool.
+void churn_through_the_interface(KVPool& pool) {
+  int64_t ids[10];
+  ASSERT_EQ(pool.allocate(10, ids), Status::ok);
+  EXPECT_EQ(ids[9], 9);
+  EXPECT_TRUE(pool.is_live(9));
+  int32_t out[4];
+  const int64_t evict[] = {2, 3};
+  ASSERT_EQ((pool.deallocate_and_allocate<int64_t, int32_t>(evict, 2, 4, out)), Status::ok);
+  EXPECT_EQ(out[0], 2);  // the evicted blocks come straight back
+  EXPECT_EQ(out[3], 11);
+  EXPECT_EQ(pool.deallocate(ids, 1), Status::ok);
+  EXPECT_EQ(pool.deallocate(ids, 1), Status::not_live);
+  EXPECT_NE(std::string(KVPool::last_error()).find("double free"), std::string::npos);
+  const KVBlockPoolStats st = pool.stats();
+  EXPECT_EQ(st.live_blocks, 11u);
+  EXPECT_EQ(st.allocs, 14u);
+  EXPECT_EQ(st.frees, 3u);
+  EXPECT_EQ(pool.free_blocks(), 53u);
+  EXPECT_EQ(pool.block(5), static_cast<char*>(pool.base()) + 5 * pool.stride());
+  std::string why;
+  EXPECT_TRUE(pool.validate(&why)) << why;
+}
+
+TEST(KVPool, OneCodePathServesBothPools) {
+  KVBlockPoolOptions local;
+  local.block_bytes = 4096;
+  local.num_blocks = 64;
+  local.pinned = HostPinned::off;
+  KVBlockPool in_process(local);
+  churn_through_the_interface(in_process);
+  SharedKVBlockPoolOptions shared;
+  shared.block_bytes = 4096;
+  shared.num_blocks = 64;
+  shared.pinned = HostPinned::off;
+  churn_through_the_interface(*SharedKVBlockPool::create(test::unique_name("interface"), shared));
 }
 
 }  // namespace

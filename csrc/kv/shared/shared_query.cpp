@@ -9,8 +9,6 @@ namespace unipool {
 using kv_shared::Lock;
 namespace owner = kv_shared::owner;
 
-const char* SharedKVBlockPool::last_error() noexcept { return KVBlockPool::last_error(); }
-
 size_t SharedKVBlockPool::free_blocks() const noexcept {
   Lock lock(*local_);
   return local_->index.free.count();
