@@ -5,6 +5,7 @@
 #include <new>
 #include <string>
 
+#include "capi/c_fence.hpp"
 #include "capi/last_error.hpp"
 #include "unipool/c/host.h"
 #include "unipool/host_pool.hpp"
@@ -36,25 +37,6 @@ unipool_status_t hand_out(unipool::HostAllocation a, void** out) {
   *out = a.ptr;
   return report(a.status);
 }
-
-// A C fence as a FenceSource: one per deferral, gone once released.
-class CFence final : public unipool::FenceSource {
- public:
-  explicit CFence(const unipool_host_fence_t& f) : f_(f) {}
-  unipool::FenceId record(int, unipool::StreamHandle) override { return unipool::kNoFence; }
-  bool completed(unipool::FenceId fence) override { return f_.completed(f_.context, fence) != 0; }
-  void wait(unipool::FenceId fence) override {
-    while (!completed(fence)) {
-    }
-  }
-  void release(unipool::FenceId fence) override {
-    if (f_.release) f_.release(f_.context, fence);
-    delete this;
-  }
-
- private:
-  unipool_host_fence_t f_;
-};
 
 }  // namespace
 
@@ -129,7 +111,7 @@ unipool_status_t unipool_host_free_after(unipool_host_pool_t* pool, void* ptr, c
     unipool::capi::set_last_error("unipool_host_free_after: the fence source needs a completed() callback");
     return UNIPOOL_BAD_ARGUMENT;
   }
-  auto* adapter = new (std::nothrow) CFence(*source);
+  auto* adapter = new (std::nothrow) unipool::capi::CFence(*source);
   if (adapter == nullptr) {
     unipool::capi::set_last_error("unipool_host_free_after: out of memory");
     return UNIPOOL_OUT_OF_SPACE;

@@ -1,5 +1,5 @@
-# The C ABI, one part per pool: capi/device.cmake and capi/host.cmake.
-foreach(part device host pluggable)
+# The C ABI, one part per pool: capi/device.cmake, capi/host.cmake, capi/kv.cmake.
+foreach(part device host kv pluggable)
   if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
     include(${CMAKE_CURRENT_LIST_DIR}/${part}.cmake)
   endif()

@@ -64,9 +64,7 @@ class KVPool {
   // free id) or Status::out_of_space. FreeId, OutId: int64_t, int32_t or
   // uint32_t.
   template <class FreeId, class OutId>
-  Status deallocate_and_allocate(const FreeId* ids_to_free, size_t n_free, size_t n, OutId* out) noexcept {
-    return free_and_alloc_any(ids_to_free, id_kind<FreeId>(), n_free, n, out, id_kind<OutId>());
-  }
+  Status deallocate_and_allocate(const FreeId* ids_to_free, size_t n_free, size_t n, OutId* out) noexcept;
 
   void* base() const noexcept { return base_; }
   void* block(uint64_t id) const noexcept { return static_cast<char*>(base_) + id * stride_; }
@@ -129,5 +127,10 @@ class KVPool {
   uint64_t block_bytes_ = 0, stride_ = 0, num_blocks_ = 0;
   PinningState pinning_state_ = PinningState::pageable;
 };
+
+template <class FreeId, class OutId>
+Status KVPool::deallocate_and_allocate(const FreeId* ids_to_free, size_t n_free, size_t n, OutId* out) noexcept {
+  return free_and_alloc_any(ids_to_free, id_kind<FreeId>(), n_free, n, out, id_kind<OutId>());
+}
 
 }  // namespace unipool

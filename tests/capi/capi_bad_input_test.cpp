@@ -745,7 +745,7 @@ INSTANTIATE_TEST_SUITE_P(Table, CapiBadInput, ::testing::ValuesIn(all_cases()), 
 // Every function the headers declare (comments stripped).
 std::set<std::string> declared_functions() {
   std::set<std::string> names;
-  for (const char* header : {"common.h", "host.h", "device.h", "pluggable.h"}) {
+  for (const char* header : {"common.h", "host.h", "device.h", "pluggable.h"}) {  // kv.h: capi_kv_test.cpp
     std::ifstream in(std::string(UNIPOOL_C_HEADER_DIR) + "/" + header);
     EXPECT_TRUE(in) << header;
     std::stringstream text;

@@ -42,6 +42,16 @@ typedef enum unipool_pinning_state {
  * "unknown pinning state" for a value that is none. */
 const char* unipool_pinning_state_string(unipool_pinning_state_t state);
 
+/* A fence a pool polls for a deferred free (unipool_host_free_after,
+ * unipool_kv_free_after): completed() returns nonzero once the work before
+ * `fence` is done; release() (may be NULL) is called once, when the pool no
+ * longer needs the fence. The struct must stay valid until then. */
+typedef struct unipool_fence {
+  void* context;
+  int (*completed)(void* context, uint64_t fence);
+  void (*release)(void* context, uint64_t fence);
+} unipool_fence_t;
+
 /* The last error message of this thread (a config key that was wrong, the
  * OOM report of the device pool, ...); "" if none. Valid until the thread's
  * next unipool call. */

@@ -16,7 +16,7 @@ typedef struct unipool_host_pool unipool_host_pool_t;
  * Set `size` to sizeof(unipool_host_stats_t) before the call: a newer
  * library fills only the fields an older caller's struct has, and sets
  * `size` to the bytes it wrote. Fields are only ever appended. */
-typedef struct unipool_host_stats {
+typedef struct unipool_host_stats_s {
   uint64_t size;
   uint64_t requested_bytes, peak_requested_bytes;
   uint64_t allocated_bytes, peak_allocated_bytes;
@@ -35,15 +35,8 @@ typedef struct unipool_host_stats {
   uint64_t pin_thread_registrations, pin_thread_waits;
 } unipool_host_stats_t;
 
-/* A fence the pool polls for a deferred free: completed() returns nonzero
- * once the work before `fence` is done; release() (may be NULL) is called
- * once, when the pool no longer needs the fence. The struct must stay valid
- * until then. */
-typedef struct unipool_host_fence {
-  void* context;
-  int (*completed)(void* context, uint64_t fence);
-  void (*release)(void* context, uint64_t fence);
-} unipool_host_fence_t;
+/* The fence of a deferred free: unipool_fence_t (common.h), by its older name. */
+typedef unipool_fence_t unipool_host_fence_t;
 
 /* A pool configured by `config` (UNIPOOL_HOST_CONF syntax; NULL or "" for
  * the defaults). UNIPOOL_BAD_ARGUMENT names the bad key in the last error. */

@@ -1,0 +1,1 @@
+list(APPEND UNIPOOL_SOURCES capi/kv_capi.cpp)
