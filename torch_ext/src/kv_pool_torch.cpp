@@ -12,7 +12,7 @@
 namespace unipool::torch_ext {
 namespace {
 
-std::shared_ptr<KVBlockPool> pool_of(const py::object& obj) {
+std::shared_ptr<KVPool> pool_of(const py::object& obj) {
   auto pool = kv_pool_of(obj.ptr());
   if (!pool) throw py::error_already_set();
   return pool;
@@ -27,7 +27,7 @@ std::vector<int64_t> ids_of(const py::object& obj) {
 // The whole arena as a tensor [num_blocks, *block_shape] of `dtype`. The
 // tensor (and every view of it) keeps the pool's memory alive.
 at::Tensor arena_tensor(const py::object& obj, std::vector<int64_t> block_shape, py::object dtype_obj) {
-  std::shared_ptr<KVBlockPool> pool = pool_of(obj);
+  std::shared_ptr<KVPool> pool = pool_of(obj);
   TORCH_CHECK_TYPE(THPDtype_Check(dtype_obj.ptr()), "dtype must be a torch.dtype");
   const at::ScalarType dtype = reinterpret_cast<THPDtype*>(dtype_obj.ptr())->scalar_type;
   const int64_t item = static_cast<int64_t>(c10::elementSize(dtype));
@@ -58,7 +58,7 @@ at::Tensor arena_tensor(const py::object& obj, std::vector<int64_t> block_shape,
 // before the first copy, so a refused call copies nothing.
 void copy_blocks(const py::object& pool_obj, const at::Tensor& arena, const py::object& ids_obj, at::Tensor other,
                  const py::object& dst_obj, bool to_device, bool non_blocking) {
-  const std::shared_ptr<KVBlockPool> pool = pool_of(pool_obj);
+  const std::shared_ptr<KVPool> pool = pool_of(pool_obj);
   const std::vector<int64_t> ids = ids_of(ids_obj);
   std::vector<int64_t> dst;
   if (dst_obj.is_none()) {
@@ -99,7 +99,7 @@ void copy_blocks(const py::object& pool_obj, const at::Tensor& arena, const py::
 // is done. Without CUDA fences (CPU-only builds) copies were synchronous, so
 // the blocks are freed at once.
 void free_after(const py::object& obj, const py::object& ids_obj, int device, uint64_t stream) {
-  std::shared_ptr<KVBlockPool> pool = pool_of(obj);
+  std::shared_ptr<KVPool> pool = pool_of(obj);
   const std::vector<int64_t> ids = ids_of(ids_obj);
   FenceSource* fences = cuda_hooks().fences ? cuda_hooks().fences() : nullptr;
   Status s;

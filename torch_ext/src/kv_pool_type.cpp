@@ -11,16 +11,15 @@ namespace unipool::torch_ext {
 namespace {
 
 struct KVCore {
-  PyObject_HEAD
-  std::shared_ptr<KVBlockPool>* pool;  // heap-held so the struct stays plain C
-  KVBlockPool* raw;                    // pool->get(), one load on the hot path
+  PyObject_HEAD std::shared_ptr<KVPool>* pool;  // heap-held so the struct stays plain C
+  KVPool* raw;                                  // pool->get(), one load on the hot path
 };
 
 PyObject* g_exhausted = nullptr;
 PyObject* g_double_free = nullptr;
 
-KVBlockPool* pool_or_raise(PyObject* self) {
-  KVBlockPool* pool = reinterpret_cast<KVCore*>(self)->raw;
+KVPool* pool_or_raise(PyObject* self) {
+  KVPool* pool = reinterpret_cast<KVCore*>(self)->raw;
   if (pool == nullptr) PyErr_SetString(PyExc_RuntimeError, "KVBlockPool is not initialised");
   return pool;
 }
@@ -78,10 +77,7 @@ PyObject* core_init(PyObject* self, PyObject* args) {
     PyErr_SetString(PyExc_MemoryError, e.what());
     return nullptr;
   }
-  auto* core = reinterpret_cast<KVCore*>(self);
-  delete core->pool;
-  core->raw = pool.get();
-  core->pool = new std::shared_ptr<KVBlockPool>(std::move(pool));
+  set_kv_pool(self, std::move(pool));
   Py_RETURN_NONE;
 }
 
@@ -184,7 +180,7 @@ PyObject* list_of(const std::vector<int64_t>& ids) {
 }
 
 PyObject* core_alloc(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  KVBlockPool* pool = pool_or_raise(self);
+  KVPool* pool = pool_or_raise(self);
   if (!pool) return nullptr;
   PyObject* out = nullptr;
   const long long n = parse_n_out("alloc(n, out=None)", args, nargs, kwnames, 0, out);
@@ -218,7 +214,7 @@ PyObject* core_alloc(PyObject* self, PyObject* const* args, Py_ssize_t nargs, Py
 }
 
 PyObject* core_free(PyObject* self, PyObject* ids) {
-  KVBlockPool* pool = pool_or_raise(self);
+  KVPool* pool = pool_or_raise(self);
   if (!pool) return nullptr;
   Status s;
   IdTensor t;
@@ -239,7 +235,7 @@ PyObject* core_free(PyObject* self, PyObject* ids) {
 
 // free_and_alloc with the free ids at `f` (FreeId) and the new ones to `o`.
 template <class FreeId>
-Status free_then_alloc(KVBlockPool* pool, const FreeId* f, size_t nf, size_t n, void* o, bool out64) {
+Status free_then_alloc(KVPool* pool, const FreeId* f, size_t nf, size_t n, void* o, bool out64) {
   return out64 ? pool->deallocate_and_allocate(f, nf, n, static_cast<int64_t*>(o))
                : pool->deallocate_and_allocate(f, nf, n, static_cast<int32_t*>(o));
 }
@@ -247,7 +243,7 @@ Status free_then_alloc(KVBlockPool* pool, const FreeId* f, size_t nf, size_t n, 
 // free_and_alloc(ids, n, out=None): frees `ids`, then allocates n blocks,
 // under one lock; refused as a whole (see KVBlockPool::free_and_alloc).
 PyObject* core_free_and_alloc(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  KVBlockPool* pool = pool_or_raise(self);
+  KVPool* pool = pool_or_raise(self);
   if (!pool) return nullptr;
   PyObject* out = nullptr;
   const char* signature = "free_and_alloc(ids, n, out=None)";
@@ -299,7 +295,7 @@ PyObject* core_free_and_alloc(PyObject* self, PyObject* const* args, Py_ssize_t 
 // of ids out of range is not live. Lets a transfer engine refuse to send to
 // or from a freed block before it posts anything (unipool.nixl).
 template <class Id>
-bool all_live(const KVBlockPool* pool, const Id* ids, int64_t n) {
+bool all_live(const KVPool* pool, const Id* ids, int64_t n) {
   bool live = true;
   for (int64_t i = 0; i < n; ++i) live &= ids[i] >= 0 && pool->is_live(static_cast<uint64_t>(ids[i]));
   return live;
@@ -307,7 +303,7 @@ bool all_live(const KVBlockPool* pool, const Id* ids, int64_t n) {
 
 // is_live(id) -> bool; is_live(ids) -> bool, every id live.
 PyObject* core_is_live(PyObject* self, PyObject* ids) {
-  KVBlockPool* pool = pool_or_raise(self);
+  KVPool* pool = pool_or_raise(self);
   if (!pool) return nullptr;
   if (PyLong_Check(ids)) {
     const long long id = PyLong_AsLongLong(ids);
@@ -353,7 +349,7 @@ bool ids_into(PyObject* obj, std::vector<int64_t>& v) {
 // Refuses the first id of `local` that is not a live block of the pool and
 // the first of `remote` that `granted` (one byte per peer block) does not
 // allow; nullptr and the error, or Py_None.
-PyObject* check_transfer(const KVBlockPool* pool, const std::vector<int64_t>& local, const std::vector<int64_t>& remote,
+PyObject* check_transfer(const KVPool* pool, const std::vector<int64_t>& local, const std::vector<int64_t>& remote,
                          const uint8_t* granted, int64_t peer_blocks) {
   if (local.size() != remote.size()) {
     return PyErr_Format(PyExc_ValueError, "%zu local ids but %zu peer ids", local.size(), remote.size());
@@ -398,7 +394,7 @@ int32_t* int32_buffer(PyObject* obj, int64_t& size) {
 // `granted`: a 1-D uint8 or bool CPU tensor, one entry per peer block; the
 // outputs: 1-D int32 CPU tensors, reused from call to call.
 PyObject* core_transfer_indices(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  KVBlockPool* pool = pool_or_raise(self);
+  KVPool* pool = pool_or_raise(self);
   if (!pool) return nullptr;
   int64_t local_cap = 0, remote_cap = 0;
   int32_t* out_local = nargs == 5 ? int32_buffer(args[3], local_cap) : nullptr;
@@ -432,7 +428,7 @@ PyObject* core_transfer_indices(PyObject* self, PyObject* const* args, Py_ssize_
 PyObject* core_noop(PyObject*, PyObject*) { Py_RETURN_NONE; }
 
 PyObject* core_validate(PyObject* self, PyObject*) {
-  KVBlockPool* pool = pool_or_raise(self);
+  KVPool* pool = pool_or_raise(self);
   if (!pool) return nullptr;
   std::string why;
   if (!pool->validate(&why)) {
@@ -443,20 +439,20 @@ PyObject* core_validate(PyObject* self, PyObject*) {
 }
 
 PyObject* core_collect(PyObject* self, PyObject*) {
-  KVBlockPool* pool = pool_or_raise(self);
+  KVPool* pool = pool_or_raise(self);
   if (!pool) return nullptr;
   return PyLong_FromSize_t(pool->collect_deferred());
 }
 
 PyObject* core_reset_peak_stats(PyObject* self, PyObject*) {
-  KVBlockPool* pool = pool_or_raise(self);
+  KVPool* pool = pool_or_raise(self);
   if (!pool) return nullptr;
   pool->reset_peak_stats();
   Py_RETURN_NONE;
 }
 
 PyObject* core_stats(PyObject* self, PyObject*) {
-  KVBlockPool* pool = pool_or_raise(self);
+  KVPool* pool = pool_or_raise(self);
   if (!pool) return nullptr;
   const KVBlockPoolStats s = pool->stats();
   PyObject* d = PyDict_New();
@@ -485,23 +481,23 @@ PyObject* core_stats(PyObject* self, PyObject*) {
   return d;
 }
 
-PyObject* get_u64(PyObject* self, uint64_t (KVBlockPool::*f)() const noexcept) {
-  KVBlockPool* pool = pool_or_raise(self);
+PyObject* get_u64(PyObject* self, uint64_t (KVPool::*f)() const noexcept) {
+  KVPool* pool = pool_or_raise(self);
   return pool ? PyLong_FromUnsignedLongLong((pool->*f)()) : nullptr;
 }
-PyObject* get_block_bytes(PyObject* self, void*) { return get_u64(self, &KVBlockPool::block_bytes); }
-PyObject* get_num_blocks(PyObject* self, void*) { return get_u64(self, &KVBlockPool::num_blocks); }
-PyObject* get_stride(PyObject* self, void*) { return get_u64(self, &KVBlockPool::stride); }
+PyObject* get_block_bytes(PyObject* self, void*) { return get_u64(self, &KVPool::block_bytes); }
+PyObject* get_num_blocks(PyObject* self, void*) { return get_u64(self, &KVPool::num_blocks); }
+PyObject* get_stride(PyObject* self, void*) { return get_u64(self, &KVPool::stride); }
 PyObject* get_free_blocks(PyObject* self, void*) {
-  KVBlockPool* pool = pool_or_raise(self);
+  KVPool* pool = pool_or_raise(self);
   return pool ? PyLong_FromSize_t(pool->free_blocks()) : nullptr;
 }
 PyObject* get_pinned(PyObject* self, void*) {
-  KVBlockPool* pool = pool_or_raise(self);
+  KVPool* pool = pool_or_raise(self);
   return pool ? PyBool_FromLong(pool->pinned()) : nullptr;
 }
 PyObject* get_pinning_state(PyObject* self, void*) {
-  KVBlockPool* pool = pool_or_raise(self);
+  KVPool* pool = pool_or_raise(self);
   return pool ? PyUnicode_FromString(to_string(pool->pinning_state())) : nullptr;
 }
 
@@ -642,10 +638,17 @@ bool read_ids(PyObject* ids, std::vector<int64_t>& v) {
 void raise_kv_error(Status s) {
   // bad_argument: a bad fence, not a bad block id.
   PyObject* type = s == Status::out_of_space ? g_exhausted : s == Status::bad_argument ? PyExc_ValueError : g_double_free;
-  PyErr_SetString(type, KVBlockPool::last_error());
+  PyErr_SetString(type, KVPool::last_error());
 }
 
-std::shared_ptr<KVBlockPool> kv_pool_of(PyObject* obj) {
+void set_kv_pool(PyObject* obj, std::shared_ptr<KVPool> pool) {
+  auto* core = reinterpret_cast<KVCore*>(obj);
+  delete core->pool;
+  core->raw = pool.get();
+  core->pool = new std::shared_ptr<KVPool>(std::move(pool));
+}
+
+std::shared_ptr<KVPool> kv_pool_of(PyObject* obj) {
   if (!PyObject_TypeCheck(obj, &g_type)) {
     PyErr_SetString(PyExc_TypeError, "expected a unipool.KVBlockPool");
     return nullptr;

@@ -9,12 +9,16 @@
 #include <vector>
 
 #include "unipool/kv_block_pool.hpp"
+#include "unipool/kv_pool.hpp"
 
 namespace unipool::torch_ext {
 
-// The pool of a _KVCore (or subclass) object; raises and returns nullptr if
-// `obj` is not one or is not initialised.
-std::shared_ptr<KVBlockPool> kv_pool_of(PyObject* obj);
+// The pool of a _KVCore (or subclass) object, a KVBlockPool or a
+// SharedKVBlockPool; raises and returns nullptr if `obj` is not one or is not
+// initialised.
+std::shared_ptr<KVPool> kv_pool_of(PyObject* obj);
+// Makes `pool` the pool of `obj`, a _KVCore (or subclass) object.
+void set_kv_pool(PyObject* obj, std::shared_ptr<KVPool> pool);
 // Adds _KVCore, KVPoolExhaustedError and KVDoubleFreeError to the module.
 bool add_kv_core_type(PyObject* module);
 // Adds EmptyMethods (an empty vectorcall method, a benchmark reference) to

@@ -8,6 +8,7 @@ namespace unipool::torch_ext {
 
 void bind_host_tensors(py::module_& m);
 void bind_kv_pool(py::module_& m);
+void bind_shared_kv_pool(py::module_& m);
 void bind_region_journal(py::module_& m);
 void bind_cuda_allocator(py::module_& m);  // cuda_install.cpp or cuda_unavailable.cpp
 // Test hooks, for unipool._testing only.
@@ -35,6 +36,7 @@ PYBIND11_MODULE(_C, m) {
   if (!add_kv_core_type(m.ptr())) throw py::error_already_set();
   bind_host_tensors(m);
   bind_kv_pool(m);
+  bind_shared_kv_pool(m);
   bind_region_journal(m);
   bind_cuda_allocator(m);
   // The test hooks fill unipool._testing when a test imports it; the

@@ -5,6 +5,8 @@
 - ``unipool.library_path()``: libunipool for ``CUDAPluggableAllocator``.
 - ``unipool.empty / zeros / ones / full``: CPU tensors from the host pool.
 - ``unipool.KVBlockPool``: the KV-cache offload block pool (docs/kv_offload.md).
+- ``unipool.SharedKVBlockPool``: one such pool for the processes of a node,
+  safe against any of them being killed (docs/kv_offload.md).
 - ``unipool.nixl``: pools registered with NIXL, KV blocks moved between
   processes (docs/transfer.md; needs `pip install nixl`).
 """
@@ -20,8 +22,9 @@ from . import _C
 from ._C import (KVDoubleFreeError, KVPoolExhaustedError, host_reset_peak_stats, host_stats, host_trim,
                  host_validate)
 from .kv import KVBlockPool
+from .shared_kv import SharedKVBlockPool
 
-__all__ = ["KVBlockPool", "KVPoolExhaustedError", "KVDoubleFreeError", "empty", "zeros", "ones", "full",
+__all__ = ["KVBlockPool", "SharedKVBlockPool", "KVPoolExhaustedError", "KVDoubleFreeError", "empty", "zeros", "ones", "full",
            "empty_like", "host_stats", "host_reset_peak_stats", "host_trim", "host_validate", "host_record_history",
            "host_history", "library_path"]
 __version__ = "0.1.0"

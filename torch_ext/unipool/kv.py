@@ -21,6 +21,29 @@ def _int_arg(name: str, value) -> int:
         raise TypeError(f"KVBlockPool: {name} must be an int, got {type(value).__name__} {value!r}") from None
 
 
+def _block_layout(who: str, block_bytes, block_shape, dtype):
+    """(block_bytes, block_shape, dtype) from either block_bytes (uint8
+    blocks) or block_shape and dtype, checked."""
+    if dtype is not None and not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{who}: dtype must be a torch.dtype, got {type(dtype).__name__} {dtype!r}")
+    if block_shape is not None:
+        if dtype is None:
+            raise TypeError(f"{who}: block_shape needs a dtype")
+        shape = tuple(_int_arg("block_shape", d) for d in block_shape)
+        if any(d < 1 for d in shape):  # (-1, -4) would pass as 4 elements
+            raise ValueError(f"{who}: block_shape dimensions must be >= 1, got {shape}")
+        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        if block_bytes is not None and block_bytes != nbytes:
+            raise ValueError(f"{who}: block_bytes={block_bytes} but block_shape x dtype is {nbytes} bytes")
+        return nbytes, shape, dtype
+    if block_bytes is None:
+        raise TypeError(f"{who}: give block_bytes, or block_shape and dtype")
+    if dtype is not None and dtype != torch.uint8:
+        raise ValueError(f"{who}: dtype without block_shape; give block_shape too")
+    nbytes = _int_arg("block_bytes", block_bytes)
+    return nbytes, (nbytes,), torch.uint8
+
+
 def _check_stream(call: str, stream) -> None:
     # A stream's device and handle are read from it: anything else would
     # raise AttributeError, naming neither the call nor the argument.
@@ -57,28 +80,14 @@ class KVBlockPool(_C._KVCore):
                  pinned: Optional[bool] = None, numa_node: Optional[int] = None, alignment: int = 256):
         if num_blocks is None:
             raise TypeError("KVBlockPool: num_blocks is required")
-        if dtype is not None and not isinstance(dtype, torch.dtype):
-            raise TypeError(f"KVBlockPool: dtype must be a torch.dtype, got {type(dtype).__name__} {dtype!r}")
-        if block_shape is not None:
-            if dtype is None:
-                raise TypeError("KVBlockPool: block_shape needs a dtype")
-            shape = tuple(_int_arg("block_shape", d) for d in block_shape)
-            if any(d < 1 for d in shape):  # (-1, -4) would pass as 4 elements
-                raise ValueError(f"KVBlockPool: block_shape dimensions must be >= 1, got {shape}")
-            nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-            if block_bytes is not None and block_bytes != nbytes:
-                raise ValueError(f"KVBlockPool: block_bytes={block_bytes} but block_shape x dtype is {nbytes} bytes")
-            block_bytes = nbytes
-        else:
-            if block_bytes is None:
-                raise TypeError("KVBlockPool: give block_bytes, or block_shape and dtype")
-            shape, dtype = (_int_arg("block_bytes", block_bytes),), dtype or torch.uint8
-            if dtype != torch.uint8:
-                raise ValueError("KVBlockPool: dtype without block_shape; give block_shape too")
+        block_bytes, shape, dtype = _block_layout("KVBlockPool", block_bytes, block_shape, dtype)
         # _init refuses sizes out of range before it builds anything.
-        self._init(_int_arg("block_bytes", block_bytes), _int_arg("num_blocks", num_blocks),
+        self._init(block_bytes, _int_arg("num_blocks", num_blocks),
                    -1 if pinned is None else int(bool(pinned)),
                    -1 if numa_node is None else _int_arg("numa_node", numa_node), _int_arg("alignment", alignment))
+        self._view_arena(shape, dtype)
+
+    def _view_arena(self, shape, dtype) -> None:
         self.block_shape = shape
         self.dtype = dtype
         # The whole arena, [num_blocks, *block_shape]: zero-copy; it and its
