@@ -16,6 +16,7 @@ Results read (missing ones leave their sections as they are, with a note):
   device.json                                  docs/benchmarks.md, docs/device_pool.md,
                                                docs/device_bench.png
   kv_offload.json                              docs/benchmarks.md, docs/kv_offload.md
+  shared_kv.json                               docs/kv_offload.md
   model_live.json                              docs/benchmarks.md
   transfer.json                                docs/transfer.md, docs/benchmarks.md
   programs.json                                docs/host_benchmarks.md, docs/benchmarks.md
@@ -349,6 +350,22 @@ def kv_targets(d) -> str:
 # --- model live --------------------------------------------------------------
 
 
+def shared_kv_table(d) -> str:
+    """docs/kv_offload.md: SharedKVBlockPool from processes against
+    KVBlockPool from threads."""
+    rows = [[str(r["workers"]), f"{r['in_process_wall_ns']:,.0f}", f"{r['in_process_cpu_ns']:,.0f}",
+             f"{r['shared_wall_ns']:,.0f}", f"{r['shared_cpu_ns']:,.0f}",
+             f"**{r['shared_cpu_ns'] / r['in_process_cpu_ns']:.2f}x**"] for r in d["rows"]]
+    four = next(r for r in d["rows"] if r["workers"] == 4)
+    ratio = four["shared_cpu_ns"] / four["in_process_cpu_ns"]
+    return (f"ns per batch of {d['batch']} (alloc + free), best of {d['rounds']} runs of {d['iterations']:,} batches "
+            f"per worker, {d['cpus']} CPUs:\n\n"
+            + md_table(["workers", "KVBlockPool (threads): wall", "CPU", "SharedKVBlockPool (processes): wall", "CPU",
+                        "shared / in-process, CPU"], "rrrrrr", rows)
+            + f"\n\nTarget, 4 processes at most 2x the in-process pool's time per batch: "
+              f"{ratio:.2f}x, {'met' if ratio <= 2.0 else 'missed'}.")
+
+
 def model_table(d) -> str:
     res = {r["allocator"]: r for r in d["results"]}
     rows = []
@@ -564,6 +581,8 @@ def sections(results: str) -> dict[str, dict[str, str]]:
         bench["kv_offload:tables"], bench["kv_offload:targets"] = kv_tables(d), kv_targets(d)
         kv["kv_offload:arena"], kv["kv_offload:peers"], kv["kv_offload:costs"] = \
             kv_arena(d), kv_pinned_table(d), kv_costs(d)
+    if os.path.exists(path("shared_kv.json")):
+        kv["shared_kv:table"] = shared_kv_table(load(path("shared_kv.json")))
     if os.path.exists(path("model_live.json")):
         bench["model:table"] = model_table(load(path("model_live.json")))
     host_runs = [load(p) for p in sorted(glob.glob(path("host*.json")))]

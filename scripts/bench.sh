@@ -47,6 +47,9 @@ scripts/install_python_package.sh
 scripts/nullgpu.sh python3 bench/kv_offload/kv_offload.py "$@" --cpp "$bin/kv_offload/kv_alloc_cpp" \
   --json "$out/kv_offload.json" | tee "$out/kv_offload.txt"
 
+echo "=== shared_kv: one KV pool for a node's processes (docs/kv_offload.md) ==="
+"$bin/kv_offload/shared_kv_bench" "$@" --json "$out/shared_kv.json" | tee "$out/shared_kv.txt"
+
 echo "=== transfer: KV blocks between NIXL agents over UCX, loopback, this CPU (docs/transfer.md) ==="
 python3 bench/transfer/transfer.py "$@" --json "$out/transfer.json" | tee "$out/transfer.txt"
 
