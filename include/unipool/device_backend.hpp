@@ -75,6 +75,18 @@ class DeviceBackend {
   // promised: on failure the destinations' contents are undefined.
   virtual BackendStatus copy(int device, const DeviceCopy* copies, size_t count, CopyDirection direction);
 
+  // CUDA IPC of a plain segment (cudaIpcGetMemHandle): a handle another
+  // process of this host opens (ipc_open) to map the whole segment at an
+  // address of its own, until it closes it (ipc_close). The segment must
+  // stay allocated while any process has it open. Backends without it
+  // ("sim", and expandable segments, which are not one allocation) refuse.
+  struct IpcHandle {
+    unsigned char bytes[64];
+  };
+  virtual BackendStatus ipc_export(int device, void* segment, IpcHandle* out);
+  virtual BackendStatus ipc_open(int device, const IpcHandle& handle, void** base);
+  virtual BackendStatus ipc_close(int device, void* base);
+
   // Fences on this backend's streams (CUDA events; manual ones on "sim").
   virtual FenceSource& fences() = 0;
 };

@@ -89,6 +89,8 @@ void apply(EnvironmentConfig& out, std::string_view key, std::string_view value)
   else if (key == "byte_limit") out.byte_limit = parse_bytes(key, value);
   else if (key == "vmm") c.vmm_supported = parse_switch(key, value);
   else if (key == "huge_pages") c.huge_pages = parse_switch(key, value);
+  else if (key == "ipc")
+    c.ipc = parse_switch(key, value);
   else if (key == "driver") c.driver_present = parse_switch(key, value);
   else if (key == "fault") out.faults.push_back(parse_fault(value));
   else bad(key, value, "unknown key");

@@ -81,6 +81,11 @@ struct Config {
   int sm_count = 108;
   // Device memory in transparent huge pages (see advise_device_memory).
   bool huge_pages = true;
+  // cudaMalloc memory in a memfd, so that CUDA IPC (cudaIpcGetMemHandle,
+  // cudaIpcOpenMemHandle) can share it with other processes of this host.
+  // Off by default: shared memory gets no transparent huge pages on most
+  // machines, so its first copies pay a fault per 4 KiB page.
+  bool ipc = false;
 };
 
 // The configuration of a process whose null GPU is the preloaded shared

@@ -9,19 +9,20 @@
 
 #include "nullgpu/state.hpp"
 
+using unipool::nullgpu::detail::advise_device_memory;
 using unipool::nullgpu::detail::Call;
 using unipool::nullgpu::detail::capture_forbids_sync;
 using unipool::nullgpu::detail::containing;
-using unipool::nullgpu::detail::HostAllocation;
-using unipool::nullgpu::detail::advise_device_memory;
-using unipool::nullgpu::detail::map_memory;
-using unipool::nullgpu::detail::unmap_memory;
 using unipool::nullgpu::detail::DeviceAllocation;
 using unipool::nullgpu::detail::Family;
+using unipool::nullgpu::detail::HostAllocation;
+using unipool::nullgpu::detail::map_memory;
+using unipool::nullgpu::detail::map_shared_memory;
 using unipool::nullgpu::detail::Registration;
 using unipool::nullgpu::detail::State;
 using unipool::nullgpu::detail::stream_device;
 using unipool::nullgpu::detail::thread_state;
+using unipool::nullgpu::detail::unmap_memory;
 
 namespace {
 
@@ -46,10 +47,13 @@ cudaError_t device_malloc(Call& call, void** devPtr, size_t size) {
   const int device = thread_state().device;
   if (!call.s.fits(device, size)) return call.fail(cudaErrorMemoryAllocation);
   uint64_t mapped = 0;
-  void* storage = map_memory(size, kAlignment, &mapped);
+  int fd = -1;
+  void* storage =
+      call.s.config.ipc ? map_shared_memory(size, kAlignment, &mapped, &fd) : map_memory(size, kAlignment, &mapped);
   if (storage == nullptr) return call.fail(cudaErrorMemoryAllocation);
   advise_device_memory(call.s, storage, mapped);
-  call.s.allocations.emplace(reinterpret_cast<uintptr_t>(storage), DeviceAllocation{device, size, false, mapped});
+  call.s.allocations.emplace(reinterpret_cast<uintptr_t>(storage),
+                             DeviceAllocation{device, size, false, mapped, fd, false});
   call.s.charge(device, size);
   *devPtr = storage;
   return cudaSuccess;
@@ -57,11 +61,12 @@ cudaError_t device_malloc(Call& call, void** devPtr, size_t size) {
 
 cudaError_t device_free(Call& call, void* devPtr) {
   const auto it = call.s.allocations.find(reinterpret_cast<uintptr_t>(devPtr));
-  if (it == call.s.allocations.end() || it->second.nccl) return call.fail(cudaErrorInvalidValue);
+  if (it == call.s.allocations.end() || it->second.nccl || it->second.opened) return call.fail(cudaErrorInvalidValue);
   const DeviceAllocation allocation = it->second;
   call.s.allocations.erase(it);
   call.s.uncharge(allocation.device, allocation.bytes);
   unmap_memory(devPtr, allocation.mapped_bytes);
+  if (allocation.fd >= 0) close(allocation.fd);
   if (call.s.config.free_synchronizes) call.s.complete_device_events(allocation.device);
   return cudaSuccess;
 }

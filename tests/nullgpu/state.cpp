@@ -126,7 +126,10 @@ void State::complete_device_events(int device) {
 }
 
 void State::release_everything() {
-  for (auto& [base, allocation] : allocations) munmap(reinterpret_cast<void*>(base), allocation.mapped_bytes);
+  for (auto& [base, allocation] : allocations) {
+    munmap(reinterpret_cast<void*>(base), allocation.mapped_bytes);
+    if (allocation.fd >= 0) close(allocation.fd);
+  }
   allocations.clear();
   for (auto& [base, allocation] : host_allocations) munmap(reinterpret_cast<void*>(base), allocation.mapped_bytes);
   host_allocations.clear();
@@ -165,6 +168,29 @@ void* map_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes) {
   if (end > base + length) munmap(reinterpret_cast<void*>(base + length), end - (base + length));
   *mapped_bytes = length;
   return reinterpret_cast<void*>(base);
+}
+
+void* map_shared_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes, int* fd, int fd_in) {
+  uint64_t length = 0;
+  void* base = map_memory(bytes, alignment, &length);  // the aligned address range
+  if (base == nullptr) return nullptr;
+  int f = fd_in;
+  if (f < 0) {
+    f = memfd_create("nullgpu.device", MFD_CLOEXEC);
+    if (f < 0 || ftruncate(f, static_cast<off_t>(length)) != 0) {
+      if (f >= 0) close(f);
+      munmap(base, length);
+      return nullptr;
+    }
+  }
+  if (mmap(base, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, f, 0) == MAP_FAILED) {
+    if (fd_in < 0) close(f);
+    munmap(base, length);
+    return nullptr;
+  }
+  *mapped_bytes = length;
+  *fd = f;
+  return base;
 }
 
 void unmap_memory(void* base, uint64_t mapped_bytes) { munmap(base, mapped_bytes); }

@@ -78,11 +78,13 @@ enum class Family { runtime, driver, nccl };
 // What a call needs to succeed besides an armed fault not hitting it.
 enum class Needs { nothing, driver, device };
 
-struct DeviceAllocation {  // cudaMalloc or ncclMemAlloc
+struct DeviceAllocation {  // cudaMalloc or ncclMemAlloc, or another process's opened by IPC
   int device;
-  uint64_t bytes;  // charged to the device
+  uint64_t bytes;  // charged to the device (not for an opened one)
   bool nccl;
   uint64_t mapped_bytes;  // its mmap (whole pages)
+  int fd = -1;            // its memfd (Config::ipc), which IPC handles name
+  bool opened = false;    // cudaIpcOpenMemHandle: closed with cudaIpcCloseMemHandle, not freed
 };
 struct HostAllocation {  // cudaHostAlloc / cudaMallocHost: pinned from birth
   uint64_t bytes;
@@ -171,6 +173,9 @@ auto containing(Map& map, uintptr_t address, SizeOf size_of) {
 // `alignment` that is a power of two. Null on failure; *mapped_bytes gets
 // the length to give unmap_memory.
 void* map_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes);
+// The same in a memfd (*fd, which the caller closes after unmapping), for
+// Config::ipc; or, with fd_in >= 0, that memfd (another process's).
+void* map_shared_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes, int* fd, int fd_in = -1);
 void unmap_memory(void* base, uint64_t mapped_bytes);
 // With Config::huge_pages, asks the kernel to back device memory with
 // transparent huge pages: a GPU's memory has no 4 KiB first-touch faults, and

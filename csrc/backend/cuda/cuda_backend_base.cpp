@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstring>
+
 #include "backend/cuda/cuda_status.hpp"
 #include "backend/cuda/device_guard.hpp"
 
@@ -42,6 +44,30 @@ BackendStatus CudaBackendBase::synchronize(int device) {
   DeviceGuard guard(device);
   if (!guard.ok()) return guard.status();
   return runtime_status(cudaDeviceSynchronize());
+}
+
+BackendStatus CudaBackendBase::ipc_export(int device, void* segment, IpcHandle* out) {
+  static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(IpcHandle));
+  DeviceGuard guard(device);
+  if (!guard.ok()) return guard.status();
+  cudaIpcMemHandle_t h;
+  const BackendStatus status = runtime_status(cudaIpcGetMemHandle(&h, segment));
+  if (status.is_ok()) std::memcpy(out->bytes, &h, sizeof h);
+  return status;
+}
+
+BackendStatus CudaBackendBase::ipc_open(int device, const IpcHandle& handle, void** base) {
+  DeviceGuard guard(device);
+  if (!guard.ok()) return guard.status();
+  cudaIpcMemHandle_t h;
+  std::memcpy(&h, handle.bytes, sizeof h);
+  return runtime_status(cudaIpcOpenMemHandle(base, h, cudaIpcMemLazyEnablePeerAccess));
+}
+
+BackendStatus CudaBackendBase::ipc_close(int device, void* base) {
+  DeviceGuard guard(device);
+  if (!guard.ok()) return guard.status();
+  return runtime_status(cudaIpcCloseMemHandle(base));
 }
 
 // Copy mutex held, `device` current.

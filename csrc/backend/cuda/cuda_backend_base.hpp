@@ -20,6 +20,11 @@ class CudaBackendBase : public DeviceBackend {
   BackendStatus memory_info(int device, uint64_t* free_bytes, uint64_t* total_bytes) override;
   FenceSource& fences() override { return fences_; }
   BackendStatus synchronize(int device) override;
+  // cudaIpcGetMemHandle / cudaIpcOpenMemHandle / cudaIpcCloseMemHandle, on
+  // the device given.
+  BackendStatus ipc_export(int device, void* segment, IpcHandle* out) override;
+  BackendStatus ipc_open(int device, const IpcHandle& handle, void** base) override;
+  BackendStatus ipc_close(int device, void* base) override;
   // cudaMemcpyAsync of each copy on the device's copy stream (made on first
   // use, non-blocking, so it never waits on the legacy default stream), then
   // one cudaStreamSynchronize.
