@@ -29,7 +29,7 @@ constexpr uint64_t kEventMagic = 0x7476656370696e67;  // "gnipcevt"
 struct MemBlob {
   uint64_t magic;
   int32_t pid, fd;
-  uint64_t bytes, mapped_bytes;
+  uint64_t bytes, mapped_bytes, serial;
   int32_t device;
 };
 static_assert(sizeof(MemBlob) <= sizeof(cudaIpcMemHandle_t));
@@ -61,7 +61,8 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
                              [](const DeviceAllocation& a) { return a.mapped_bytes; });
   if (it == call.s.allocations.end() || it->second.opened) return call.fail(cudaErrorInvalidValue);
   if (it->second.fd < 0) return call.fail(cudaErrorNotSupported);  // not shareable: Config::ipc was off
-  const MemBlob blob{kMemMagic, getpid(), it->second.fd, it->second.bytes, it->second.mapped_bytes, it->second.device};
+  const MemBlob blob{kMemMagic,         getpid(),         it->second.fd, it->second.bytes, it->second.mapped_bytes,
+                     it->second.serial, it->second.device};
   std::memset(handle, 0, sizeof *handle);
   std::memcpy(handle, &blob, sizeof blob);
   return cudaSuccess;

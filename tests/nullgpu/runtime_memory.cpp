@@ -53,7 +53,7 @@ cudaError_t device_malloc(Call& call, void** devPtr, size_t size) {
   if (storage == nullptr) return call.fail(cudaErrorMemoryAllocation);
   advise_device_memory(call.s, storage, mapped);
   call.s.allocations.emplace(reinterpret_cast<uintptr_t>(storage),
-                             DeviceAllocation{device, size, false, mapped, fd, false});
+                             DeviceAllocation{device, size, false, mapped, fd, false, call.s.next_serial++});
   call.s.charge(device, size);
   *devPtr = storage;
   return cudaSuccess;

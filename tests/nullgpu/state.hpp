@@ -85,6 +85,7 @@ struct DeviceAllocation {  // cudaMalloc or ncclMemAlloc, or another process's o
   uint64_t mapped_bytes;  // its mmap (whole pages)
   int fd = -1;            // its memfd (Config::ipc), which IPC handles name
   bool opened = false;    // cudaIpcOpenMemHandle: closed with cudaIpcCloseMemHandle, not freed
+  uint64_t serial = 0;    // unique in the process: a handle to a freed allocation never names a new one
 };
 struct HostAllocation {  // cudaHostAlloc / cudaMallocHost: pinned from birth
   uint64_t bytes;
@@ -128,6 +129,7 @@ struct State {
   std::map<uintptr_t, uint64_t> reservations;  // base -> bytes
   std::map<CUmemGenericAllocationHandle, Physical> physical;
   CUmemGenericAllocationHandle next_handle = 1;
+  uint64_t next_serial = 1;  // DeviceAllocation::serial
   std::map<uintptr_t, Mapping> mappings;
   std::map<uintptr_t, Registration> registrations;
   uint64_t pinned = 0;  // registered bytes (cudaHostRegister)

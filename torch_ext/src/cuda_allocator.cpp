@@ -411,14 +411,6 @@ void UnipoolCudaAllocator::setNoSplit(c10::DeviceIndex, MempoolId_t) {
   unsupported("setNoSplit", "blocks of a pool share its segments");
 }
 
-c10::cuda::CUDACachingAllocator::ShareableHandle UnipoolCudaAllocator::shareIpcHandle(void*) {
-  unsupported("shareIpcHandle", "CUDA IPC of pool blocks is not implemented");
-}
-
-std::shared_ptr<void> UnipoolCudaAllocator::getIpcDevPtr(std::string) {
-  unsupported("getIpcDevPtr", "CUDA IPC of pool blocks is not implemented");
-}
-
 void UnipoolCudaAllocator::recordHistory(bool enabled, c10::cuda::CUDACachingAllocator::CreateContextFn recorder,
                                          size_t max_entries, c10::cuda::CUDACachingAllocator::RecordContext when,
                                          bool clear_history, const std::vector<std::string>& skip_actions) {

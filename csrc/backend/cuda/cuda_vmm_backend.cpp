@@ -173,6 +173,15 @@ BackendStatus CudaVmmBackend::deallocate(int device, void* ptr, uint64_t bytes) 
   return unreserve_locked(it);
 }
 
+BackendStatus CudaVmmBackend::ipc_export(int device, void* segment, IpcHandle* out) {
+  if (expandable_) {
+    return usage_error(
+        "unipool cuda_vmm: its segments are CUDA VMM mappings, which CUDA IPC of this build cannot share; "
+        "use backend=cuda_malloc to send CUDA tensors to other processes");
+  }
+  return CudaBackendBase::ipc_export(device, segment, out);
+}
+
 BackendStatus CudaVmmBackend::runtime_allocate(int device, uint64_t bytes, void** out) {
   DeviceGuard guard(device);
   if (!guard.ok()) return guard.status();

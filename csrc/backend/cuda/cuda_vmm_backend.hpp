@@ -40,6 +40,10 @@ class CudaVmmBackend final : public CudaBackendBase {
   // VMM: cudaMalloc / cudaFree.
   BackendStatus allocate(int device, uint64_t bytes, void** out) override;
   BackendStatus deallocate(int device, void* ptr, uint64_t bytes) override;
+  // With VMM, every segment is mapped physical memory, which cudaIpc cannot
+  // export: refused (cuMemExportToShareableHandle is not wired yet). With
+  // cudaMalloc segments, CudaBackendBase's cudaIpc.
+  BackendStatus ipc_export(int device, void* segment, IpcHandle* out) override;
 
   // With VMM, plain segments are reservations too: sleep may unmap and map
   // them again in place.
