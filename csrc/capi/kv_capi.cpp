@@ -154,7 +154,9 @@ unipool_status_t unipool_kv_free_after(unipool_kv_pool_t* pool, const int64_t* i
   auto* adapter = new (std::nothrow) unipool::capi::CFence(*source);
   if (adapter == nullptr) return refuse("unipool_kv_free_after: out of memory", UNIPOOL_OUT_OF_SPACE);
   const Status s = pool_of(pool)->deallocate_after(ids, n, *adapter, fence);
-  if (s != Status::ok) delete adapter;  // the pool did not take the fence
+  // The pool takes the fence unless it refuses it (bad_argument); a refused
+  // batch gives it back at once (release() deletes the adapter).
+  if (s == Status::bad_argument) delete adapter;
   return report(s);
 }
 

@@ -157,8 +157,9 @@ class SharedKVBlockPool final : public KVPool {
 
   // Finds members that died and frees their blocks; returns the blocks freed.
   size_t reclaim_dead() noexcept;
-  // Whether the pool is closed (SharedKVLifetime::creator and the creator is
-  // gone; checked now).
+  // Whether the pool is closed: SharedKVLifetime::creator and the creator
+  // detached or died. Checked now (a dead creator is reclaimed); allocation
+  // reads the flag this sets, and so does reclaim_dead().
   bool closed() noexcept;
   // The process owning block id (0 when free).
   pid_t owner_of(uint64_t id) const noexcept;

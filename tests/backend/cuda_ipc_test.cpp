@@ -103,6 +103,21 @@ TEST_F(CudaIpc, BadHandlesAreRefused) {
   EXPECT_EQ(backend->ipc_open(0, orphan, &mine).native, cudaErrorInvalidResourceHandle);
 }
 
+TEST_F(CudaIpc, AHandleToAFreedSegmentNamesNoOther) {
+  void* a = nullptr;
+  ASSERT_TRUE(backend->allocate(0, gpu::kMiB, &a).is_ok());
+  DeviceBackend::IpcHandle stale;
+  ASSERT_TRUE(backend->ipc_export(0, a, &stale).is_ok());
+  ASSERT_TRUE(backend->deallocate(0, a, gpu::kMiB).is_ok());
+  void* b = nullptr;
+  ASSERT_TRUE(backend->allocate(0, gpu::kMiB, &b).is_ok());  // its memfd likely takes a's descriptor number
+  EXPECT_TRUE(in_child([&] {
+    void* mine = nullptr;
+    return backend->ipc_open(0, stale, &mine).native == cudaErrorInvalidResourceHandle;
+  }));
+  EXPECT_TRUE(backend->deallocate(0, b, gpu::kMiB).is_ok());
+}
+
 class CudaIpcOff : public NullGpuTest {};
 
 TEST_F(CudaIpcOff, MemoryThatIsNotShareableAndBackendsWithoutIpcRefuse) {

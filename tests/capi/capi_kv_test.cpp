@@ -179,7 +179,11 @@ const Case kCases[] = {
        FenceCalls calls;
        const unipool_fence_t fence{&calls, completed, released};
        EXPECT_EQ(unipool_kv_free_after(pool, &id, 1, &fence, 0), UNIPOOL_BAD_ARGUMENT);  // fence 0 is no fence
+       EXPECT_EQ(calls.released, 0);
        EXPECT_EQ(unipool_kv_free(pool, &id, 1), UNIPOOL_OK);
+       // A double free: the pool gives the fence back at once, once.
+       EXPECT_EQ(unipool_kv_free_after(pool, &id, 1, &fence, 7), UNIPOOL_NOT_LIVE);
+       EXPECT_EQ(calls.released, 1);
      }},
     {"unipool_kv_collect_deferred", [](unipool_kv_pool_t*) { EXPECT_EQ(unipool_kv_collect_deferred(nullptr), 0u); }},
     {"unipool_kv_block",

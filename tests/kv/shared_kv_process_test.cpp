@@ -118,6 +118,26 @@ TEST(SharedKVProcesses, CreatorLifetimeClosesWithItsCreator) {
   expect_valid(*pool);
 }
 
+// A process forked from a member (Python's multiprocessing does it) must not
+// keep the member's listening socket: when the member leaves, another one
+// takes the name over.
+TEST(SharedKVProcesses, AForkedChildDoesNotKeepTheName) {
+  const std::string name = test::unique_name("forked");
+  auto pool = SharedKVBlockPool::create(name, pool_options());
+  Worker member({"hold", name, "1"});
+  ASSERT_EQ(member.until_ready().size(), 1u);
+  const pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  pool.reset();  // the creator leaves: the member serves from now on
+  Worker late({"check", name, "0", "0"});
+  EXPECT_EQ(test::exit_code(late.wait()), 0);  // attached (block 0 is the member's, zeroed)
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
 // However the members end, no file and no memory is left: the memfd goes
 // with the last process that maps it, and /dev/shm is never used.
 TEST(SharedKVProcesses, NothingIsLeftOnceEveryMemberIsGone) {

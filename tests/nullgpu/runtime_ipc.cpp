@@ -9,7 +9,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "nullgpu/state.hpp"
 
@@ -49,6 +51,18 @@ int take_descriptor(pid_t pid, int fd) {
 #endif
 }
 
+// Whether fd is the memfd of allocation `serial` (its name says): a handle
+// to a freed allocation names a descriptor number that may be another's now.
+bool is_allocation(int fd, uint64_t serial) {
+  char link[64], target[128];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  const ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n <= 0) return false;
+  target[n] = '\0';
+  const std::string expected = "/memfd:nullgpu.device." + std::to_string(serial) + " ";
+  return std::strncmp(target, expected.c_str(), expected.size()) == 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -79,6 +93,10 @@ cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsig
   if (blob.magic != kMemMagic || !call.s.valid_device(blob.device)) return call.fail(cudaErrorInvalidResourceHandle);
   const int fd = take_descriptor(blob.pid, blob.fd);
   if (fd < 0) return call.fail(cudaErrorInvalidResourceHandle);  // the exporter is gone
+  if (!is_allocation(fd, blob.serial)) {                         // the allocation is gone
+    close(fd);
+    return call.fail(cudaErrorInvalidResourceHandle);
+  }
   uint64_t mapped = 0;
   int kept = -1;
   void* base = map_shared_memory(blob.mapped_bytes, 256, &mapped, &kept, fd);

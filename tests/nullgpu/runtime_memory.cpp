@@ -48,12 +48,13 @@ cudaError_t device_malloc(Call& call, void** devPtr, size_t size) {
   if (!call.s.fits(device, size)) return call.fail(cudaErrorMemoryAllocation);
   uint64_t mapped = 0;
   int fd = -1;
-  void* storage =
-      call.s.config.ipc ? map_shared_memory(size, kAlignment, &mapped, &fd) : map_memory(size, kAlignment, &mapped);
+  const uint64_t serial = call.s.next_serial++;
+  void* storage = call.s.config.ipc ? map_shared_memory(size, kAlignment, &mapped, &fd, -1, serial)
+                                    : map_memory(size, kAlignment, &mapped);
   if (storage == nullptr) return call.fail(cudaErrorMemoryAllocation);
   advise_device_memory(call.s, storage, mapped);
   call.s.allocations.emplace(reinterpret_cast<uintptr_t>(storage),
-                             DeviceAllocation{device, size, false, mapped, fd, false, call.s.next_serial++});
+                             DeviceAllocation{device, size, false, mapped, fd, false, serial});
   call.s.charge(device, size);
   *devPtr = storage;
   return cudaSuccess;

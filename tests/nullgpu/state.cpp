@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace unipool::nullgpu::detail {
 
@@ -170,13 +171,15 @@ void* map_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes) {
   return reinterpret_cast<void*>(base);
 }
 
-void* map_shared_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes, int* fd, int fd_in) {
+void* map_shared_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes, int* fd, int fd_in,
+                        uint64_t serial) {
   uint64_t length = 0;
   void* base = map_memory(bytes, alignment, &length);  // the aligned address range
   if (base == nullptr) return nullptr;
   int f = fd_in;
   if (f < 0) {
-    f = memfd_create("nullgpu.device", MFD_CLOEXEC);
+    const std::string name = "nullgpu.device." + std::to_string(serial);
+    f = memfd_create(name.c_str(), MFD_CLOEXEC);
     if (f < 0 || ftruncate(f, static_cast<off_t>(length)) != 0) {
       if (f >= 0) close(f);
       munmap(base, length);

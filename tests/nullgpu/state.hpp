@@ -177,7 +177,9 @@ auto containing(Map& map, uintptr_t address, SizeOf size_of) {
 void* map_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes);
 // The same in a memfd (*fd, which the caller closes after unmapping), for
 // Config::ipc; or, with fd_in >= 0, that memfd (another process's).
-void* map_shared_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes, int* fd, int fd_in = -1);
+// A new memfd is named "nullgpu.device.<serial>".
+void* map_shared_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes, int* fd, int fd_in = -1,
+                        uint64_t serial = 0);
 void unmap_memory(void* base, uint64_t mapped_bytes);
 // With Config::huge_pages, asks the kernel to back device memory with
 // transparent huge pages: a GPU's memory has no 4 KiB first-touch faults, and

@@ -69,10 +69,12 @@ std::shared_ptr<void> UnipoolCudaAllocator::getIpcDevPtr(std::string handle) {
   void* base = nullptr;
   const BackendStatus s = backend->ipc_open(device, h, &base);
   TORCH_CHECK(s.is_ok(), "unipool CUDA allocator: getIpcDevPtr: opening the segment failed: ", s.message);
+  // Closed under the lock: another thread must not open the same handle
+  // again between this close and the entry's removal.
   std::shared_ptr<void> mapped(base, [backend, device, handle](void* p) {
-    (void)backend->ipc_close(device, p);
     Opened& owner = opened();
     std::lock_guard relock(owner.mutex);
+    (void)backend->ipc_close(device, p);
     const auto it = owner.segments.find(handle);
     if (it != owner.segments.end() && it->second.expired()) owner.segments.erase(it);
   });

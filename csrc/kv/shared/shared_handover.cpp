@@ -27,6 +27,15 @@ Status refuse_move(SharedKVBlockPool::Local& l, long long id, const char* call, 
   return Status::not_live;
 }
 
+// A batch longer than the pool repeats an id (and would overrun the journal).
+bool too_many(SharedKVBlockPool::Local& l, size_t n, const char* call) noexcept {
+  if (n <= l.num_blocks()) return false;
+  ++l.counters().misuse_errors;
+  kv_set_error("SharedKVBlockPool.%s: %zu ids in a pool of %llu blocks: some repeat; nothing was moved", call, n,
+               static_cast<unsigned long long>(l.num_blocks()));
+  return true;
+}
+
 // Ids past the pool end are refused before the journal reads their owners.
 template <class Id>
 bool in_range(SharedKVBlockPool::Local& l, const Id* ids, size_t n, const char* call) noexcept {
@@ -59,7 +68,7 @@ Status hand_over_ids(SharedKVBlockPool::Local& l, const Id* ids, size_t n, pid_t
         static_cast<int>(to));
     return Status::bad_argument;
   }
-  if (n > l.num_blocks() || !in_range(l, ids, n, "hand_over")) return Status::not_live;
+  if (too_many(l, n, "hand_over") || !in_range(l, ids, n, "hand_over")) return Status::not_live;
   kv_shared::begin_undo(l, ids, n);
   for (size_t i = 0; i < n; ++i) {
     const uint32_t w = l.owners[static_cast<uint64_t>(ids[i])];
@@ -86,7 +95,7 @@ template <class Id>
 Status take_over_ids(SharedKVBlockPool::Local& l, const Id* ids, size_t n) noexcept {
   if (!kv_shared::attached_here(l, "take_over")) return Status::bad_argument;
   Lock lock(l);
-  if (n > l.num_blocks() || !in_range(l, ids, n, "take_over")) return Status::not_live;
+  if (too_many(l, n, "take_over") || !in_range(l, ids, n, "take_over")) return Status::not_live;
   kv_shared::begin_undo(l, ids, n);
   for (size_t i = 0; i < n; ++i) {
     const uint32_t w = l.owners[static_cast<uint64_t>(ids[i])];

@@ -100,6 +100,9 @@ struct alignas(64) Header {
 
   pthread_mutex_t lock;        // robust, process-shared: everything below
   pthread_mutex_t serve_lock;  // robust, held by the member serving attaches
+  // The member holding `lock` (kMaxMembers: none, or one not yet joined),
+  // so that a locker told the holder died knows whose death to wait for.
+  uint32_t lock_holder;
   Journal journal;
   Counters counters;
   uint64_t dead_members, recoveries;

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kv/shared/shared_server.hpp"
 #include "kv/shared/shared_state.hpp"
 
 namespace unipool::kv_shared {
@@ -21,7 +22,10 @@ namespace {
 
 std::atomic<uint64_t> g_fork_generation{0};
 
-void on_fork_child() noexcept { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
+void on_fork_child() noexcept {
+  g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+  close_listening_sockets_in_child();
+}
 
 // pidfd_open(2), through syscall(): glibc 2.36 is the first to wrap it.
 int pidfd_open(pid_t pid) noexcept {
@@ -77,6 +81,14 @@ bool member_alive(const Member& m) noexcept {
   const uint64_t start = exited ? 0 : start_time_of(m.pid);
   close(fd);
   return !exited && (start == 0 || m.start_time == 0 || start == m.start_time);
+}
+
+void await_exit(const Member& m, int timeout_ms) noexcept {
+  const int fd = pidfd_open(m.pid);
+  if (fd < 0) return;  // gone already (or no pidfd: the liveness check decides)
+  pollfd p{fd, POLLIN, 0};
+  (void)poll(&p, 1, timeout_ms);
+  close(fd);
 }
 
 int join(Header& h) noexcept {

@@ -20,6 +20,12 @@ uint64_t start_time_of(pid_t pid) noexcept;
 // the pid was reused). Without pidfd_open (Linux < 5.3), kill(pid, 0).
 bool member_alive(const Member& m) noexcept;
 
+// Waits up to timeout_ms for the member's process to be gone (its pidfd
+// readable). A process that dies lets go of its robust futexes early in its
+// exit, before its pidfd says it exited: a locker told the holder died
+// waits for the rest of that exit before it looks for dead members.
+void await_exit(const Member& m, int timeout_ms) noexcept;
+
 // Lock held. Takes an empty slot for this process; -1 if none is left.
 int join(Header& h) noexcept;
 

@@ -101,6 +101,7 @@ void init_header(SharedKVBlockPool::Local& l, const SharedKVBlockPoolOptions& o,
   h.total_bytes = off.total;
   h.lifetime = static_cast<uint32_t>(o.lifetime);
   h.max_members = o.max_members;
+  h.lock_holder = kv_shared::kMaxMembers;
   init_robust_mutex(&h.lock);
   init_robust_mutex(&h.serve_lock);
   view_mapping(l);
@@ -144,7 +145,9 @@ SharedKVBlockPool::Local::~Local() {
   }
   server.reset();
   if (map) {
-    pinning.unpin(map + header->data_offset);
+    // The header is only read when something was pinned: a failed attach
+    // may have mapped a file too short to hold one.
+    if (pinning.pinned_bytes() != 0) pinning.unpin(map + header->data_offset);
     munmap(map, map_bytes);
   }
   if (fd >= 0) close(fd);
@@ -179,7 +182,12 @@ std::unique_ptr<SharedKVBlockPool> SharedKVBlockPool::create(std::string_view na
     throw;
   }
   l.member = l.header->creator;
-  l.server = std::make_unique<kv_shared::Server>(*l.header, l.fd, name, listen_fd);
+  try {
+    l.server = std::make_unique<kv_shared::Server>(*l.header, l.fd, name, listen_fd);
+  } catch (...) {
+    close(listen_fd);
+    throw;
+  }
   pool->finish_open(name, o.pinned, o.max_pin);
   return pool;
 }

@@ -2,6 +2,7 @@
 #include <cerrno>
 
 #include "kv/kv_state.hpp"
+#include "kv/shared/shared_members.hpp"
 #include "kv/shared/shared_state.hpp"
 
 namespace unipool {
@@ -42,19 +43,20 @@ size_t SharedKVBlockPool::reclaim_dead() noexcept {
   return kv_shared::reclaim_dead_members(*local_);
 }
 
-// With SharedKVLifetime::creator, the creator's server thread holds the
-// serve lock for as long as the creator is attached: a trylock that gets it
-// (freed, or its holder dead) means the creator is gone.
+// With SharedKVLifetime::creator: whether the creator is still attached
+// and alive, checked now; a dead one is reclaimed, which closes the pool.
 bool SharedKVBlockPool::closed() noexcept {
   kv_shared::Header& h = *local_->header;
   if (h.closed.load(std::memory_order_acquire)) return true;
   if (h.lifetime != static_cast<uint32_t>(SharedKVLifetime::creator)) return false;
-  const int rc = pthread_mutex_trylock(&h.serve_lock);
-  if (rc == EBUSY) return false;
-  if (rc == EOWNERDEAD) pthread_mutex_consistent(&h.serve_lock);
-  if (rc == 0 || rc == EOWNERDEAD) pthread_mutex_unlock(&h.serve_lock);
-  h.closed.store(1, std::memory_order_release);
-  return true;
+  Lock lock(*local_);
+  const kv_shared::Member& creator = h.members[h.creator];
+  if (creator.state != kv_shared::MemberState::attached) {
+    h.closed.store(1, std::memory_order_release);
+  } else if (h.creator != local_->member && !kv_shared::member_alive(creator)) {
+    kv_shared::reclaim_member(*local_, h.creator, /*died=*/true);
+  }
+  return h.closed.load(std::memory_order_acquire);
 }
 
 SharedKVBlockPoolStats SharedKVBlockPool::stats() const noexcept {

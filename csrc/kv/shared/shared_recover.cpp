@@ -62,10 +62,14 @@ Lock::Lock(Local& l) noexcept : l_(l) {
   } else if (rc != 0) {
     std::abort();  // ENOTRECOVERABLE: only if a recoverer unlocked without repairing, which recover() never does
   }
+  l.header->lock_holder = l.member;
   hook(HookPoint::locked);
 }
 
-Lock::~Lock() { pthread_mutex_unlock(&l_.header->lock); }
+Lock::~Lock() {
+  l_.header->lock_holder = kMaxMembers;
+  pthread_mutex_unlock(&l_.header->lock);
+}
 
 void apply_groups(Local& l) noexcept {
   const Journal& j = l.header->journal;
@@ -152,7 +156,12 @@ void recover(Local& l) noexcept {
   }
   rebuild_index(l);
   ++h.recoveries;
-  reclaim_dead_members(l);  // the holder that died among them
+  const uint32_t holder = h.lock_holder;
+  if (holder < h.max_members && holder != l.member && h.members[holder].state == MemberState::attached) {
+    await_exit(h.members[holder], 2000);
+  }
+  h.lock_holder = kMaxMembers;
+  reclaim_dead_members(l);  // the holder among them
 }
 
 // Idempotent, so that a reclaimer killed halfway is finished by the next
@@ -161,6 +170,10 @@ void recover(Local& l) noexcept {
 uint64_t reclaim_member(Local& l, uint32_t m, bool died) noexcept {
   Header& h = *l.header;
   Journal& j = h.journal;
+  // Set first: a reclaim of the creator cut short must still close the pool.
+  if (m == h.creator && h.lifetime == static_cast<uint32_t>(SharedKVLifetime::creator)) {
+    h.closed.store(1, std::memory_order_release);
+  }
   if (j.state.load(std::memory_order_acquire) != JournalState::reclaim) {
     uint64_t k = 0;
     for (uint64_t id = 0; id < l.num_blocks(); ++id) {
@@ -197,9 +210,6 @@ uint64_t reclaim_dead_members(Local& l) noexcept {
     if (h.members[m].state != MemberState::attached || m == l.member) continue;
     if (member_alive(h.members[m])) continue;
     freed += reclaim_member(l, m, /*died=*/true);
-    if (m == h.creator && h.lifetime == static_cast<uint32_t>(SharedKVLifetime::creator)) {
-      h.closed.store(1, std::memory_order_release);
-    }
   }
   return freed;
 }

@@ -76,7 +76,32 @@ int connect_to(const std::string& name, std::string* why) {
   }
 }
 
+// The sockets this process listens on, + 1 (0: an empty slot): a fork
+// handler closes them without taking a lock.
+std::atomic<int> g_listening[64];
+
+void note_listening(int fd) noexcept {
+  for (std::atomic<int>& slot : g_listening) {
+    int empty = 0;
+    if (slot.compare_exchange_strong(empty, fd + 1)) return;
+  }
+}
+
+void forget_listening(int fd) noexcept {
+  for (std::atomic<int>& slot : g_listening) {
+    int mine = fd + 1;
+    if (slot.compare_exchange_strong(mine, 0)) return;
+  }
+}
+
 }  // namespace
+
+void close_listening_sockets_in_child() noexcept {
+  for (std::atomic<int>& slot : g_listening) {
+    const int fd = slot.exchange(0) - 1;
+    if (fd >= 0) close(fd);
+  }
+}
 
 int listen_on(const std::string& name) noexcept {
   const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -127,7 +152,12 @@ Server::Server(Header& header, int memfd, std::string name, int listen_fd)
     : header_(header), memfd_(memfd), name_(std::move(name)), listen_fd_(listen_fd) {
   stop_fd_ = eventfd(0, EFD_CLOEXEC);
   if (stop_fd_ < 0) throw std::runtime_error(std::string("SharedKVBlockPool: eventfd: ") + std::strerror(errno));
-  thread_ = std::thread([this] { run(); });
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (...) {
+    close(stop_fd_);
+    throw;
+  }
 }
 
 Server::~Server() {
@@ -149,8 +179,12 @@ void Server::run() noexcept {
       poll(&p, 1, tries < 10 ? 10 : 200);
     }
   }
-  if (listen_fd_ >= 0) serve();
-  if (listen_fd_ >= 0) close(listen_fd_);
+  if (listen_fd_ >= 0) {
+    note_listening(listen_fd_);
+    serve();
+    forget_listening(listen_fd_);
+    close(listen_fd_);
+  }
   pthread_mutex_unlock(&header_.serve_lock);  // the next member takes over
 }
 
