@@ -37,6 +37,19 @@ unipool::HostPinned pinned_of(unipool_kv_pinned_t p) {
 
 uint64_t or_default(uint64_t v, uint64_t d) { return v ? v : d; }
 
+// The fields both pools' options share, from the C options.
+template <class Options>
+Options options_of(const unipool_kv_options_t& o) {
+  Options k;
+  k.block_bytes = o.block_bytes;
+  k.num_blocks = o.num_blocks;
+  k.alignment = or_default(o.alignment, 256);
+  k.pinned = pinned_of(o.pinned);
+  k.numa_node = o.numa_node - 1;
+  k.max_pin = or_default(o.max_pin, uint64_t{16} << 30);
+  return k;
+}
+
 // Runs `make` (which returns a new pool) into *out; exceptions become
 // statuses: bad options and refused attaches UNIPOOL_BAD_ARGUMENT, memory
 // that cannot be had UNIPOOL_OUT_OF_SPACE.
@@ -79,27 +92,14 @@ extern "C" {
 unipool_status_t unipool_kv_create(const unipool_kv_options_t* o, unipool_kv_pool_t** out) {
   if (o == nullptr) return refuse("unipool_kv_create: options is NULL");
   return make_pool("unipool_kv_create", out, [&] {
-    unipool::KVBlockPoolOptions k;
-    k.block_bytes = o->block_bytes;
-    k.num_blocks = o->num_blocks;
-    k.alignment = or_default(o->alignment, 256);
-    k.pinned = pinned_of(o->pinned);
-    k.numa_node = o->numa_node - 1;
-    k.max_pin = or_default(o->max_pin, uint64_t{16} << 30);
-    return static_cast<KVPool*>(new unipool::KVBlockPool(k));
+    return static_cast<KVPool*>(new unipool::KVBlockPool(options_of<unipool::KVBlockPoolOptions>(*o)));
   });
 }
 
 unipool_status_t unipool_kv_create_shared(const char* name, const unipool_kv_options_t* o, unipool_kv_pool_t** out) {
   if (name == nullptr || o == nullptr) return refuse("unipool_kv_create_shared: name or options is NULL");
   return make_pool("unipool_kv_create_shared", out, [&] {
-    unipool::SharedKVBlockPoolOptions k;
-    k.block_bytes = o->block_bytes;
-    k.num_blocks = o->num_blocks;
-    k.alignment = or_default(o->alignment, 256);
-    k.pinned = pinned_of(o->pinned);
-    k.numa_node = o->numa_node - 1;
-    k.max_pin = or_default(o->max_pin, uint64_t{16} << 30);
+    auto k = options_of<unipool::SharedKVBlockPoolOptions>(*o);
     k.lifetime = o->lifetime == UNIPOOL_KV_CREATOR ? unipool::SharedKVLifetime::creator
                                                    : unipool::SharedKVLifetime::while_attached;
     k.max_members = static_cast<uint32_t>(or_default(o->max_members, 64));

@@ -16,18 +16,9 @@
 namespace unipool {
 namespace {
 
-SharedKVBlockPoolOptions small_pool(uint64_t blocks = 200) {
-  SharedKVBlockPoolOptions o;
-  o.block_bytes = 4096;
-  o.num_blocks = blocks;
-  o.pinned = HostPinned::off;
-  return o;
-}
+using test::expect_valid;
 
-void expect_valid(const SharedKVBlockPool& pool) {
-  std::string why;
-  EXPECT_TRUE(pool.validate(&why)) << why;
-}
+SharedKVBlockPoolOptions small_pool(uint64_t blocks = 200) { return test::shared_options(blocks); }
 
 TEST(SharedKVBlockPool, AllocatesLowestFirstAndFreesAsKVBlockPool) {
   auto pool = SharedKVBlockPool::create(test::unique_name("basic"), small_pool());

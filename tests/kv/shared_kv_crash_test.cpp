@@ -21,18 +21,9 @@ namespace {
 using kv_shared::HookPoint;
 using test::Worker;
 
-SharedKVBlockPoolOptions pool_options(uint64_t blocks) {
-  SharedKVBlockPoolOptions o;
-  o.block_bytes = 1024;
-  o.num_blocks = blocks;
-  o.pinned = HostPinned::off;
-  return o;
-}
+using test::expect_valid;
 
-void expect_valid(const SharedKVBlockPool& pool) {
-  std::string why;
-  EXPECT_TRUE(pool.validate(&why)) << why;
-}
+SharedKVBlockPoolOptions pool_options(uint64_t blocks) { return test::shared_options(blocks, 1024); }
 
 // A member stops itself (SIGSTOP) at `at` inside an allocation of 64, is
 // killed there, and the next call of this process repairs the books: a call

@@ -18,19 +18,9 @@ namespace {
 
 using test::Worker;
 
-SharedKVBlockPoolOptions pool_options(SharedKVLifetime lifetime = SharedKVLifetime::while_attached) {
-  SharedKVBlockPoolOptions o;
-  o.block_bytes = 4096;
-  o.num_blocks = 256;
-  o.pinned = HostPinned::off;
-  o.lifetime = lifetime;
-  return o;
-}
+using test::expect_valid;
 
-void expect_valid(const SharedKVBlockPool& pool) {
-  std::string why;
-  EXPECT_TRUE(pool.validate(&why)) << why;
-}
+SharedKVBlockPoolOptions pool_options() { return test::shared_options(256); }
 
 TEST(SharedKVProcesses, AnotherProcessSeesTheBytesAndHandsBlocksOver) {
   const std::string name = test::unique_name("bytes");

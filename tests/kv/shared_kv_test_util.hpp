@@ -15,9 +15,29 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "unipool/shared_kv_block_pool.hpp"
+
 extern char** environ;
 
 namespace unipool::test {
+
+// A pageable pool of `blocks` blocks of `block_bytes`.
+inline SharedKVBlockPoolOptions shared_options(uint64_t blocks, uint64_t block_bytes = 4096,
+                                               SharedKVLifetime lifetime = SharedKVLifetime::while_attached) {
+  SharedKVBlockPoolOptions o;
+  o.block_bytes = block_bytes;
+  o.num_blocks = blocks;
+  o.pinned = HostPinned::off;
+  o.lifetime = lifetime;
+  return o;
+}
+
+inline void expect_valid(const SharedKVBlockPool& pool) {
+  std::string why;
+  EXPECT_TRUE(pool.validate(&why)) << why;
+}
 
 // A worker process with a pipe to its stdin and one from its stdout.
 class Worker {

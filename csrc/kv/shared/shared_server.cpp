@@ -26,21 +26,33 @@ socklen_t address_of(const std::string& name, sockaddr_un* a) noexcept {
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + path.size());
 }
 
-bool send_fd(int conn, int fd) noexcept {
-  uint64_t hello = kHello;
+// One message of the protocol: the hello word, and room for one descriptor.
+struct Message {
+  uint64_t hello = 0;
   iovec iov{&hello, sizeof hello};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+
+  Message() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  Message(const Message&) = delete;
+  Message& operator=(const Message&) = delete;
+};
+
+bool send_fd(int conn, int fd) noexcept {
+  Message m;
+  m.hello = kHello;
+  msghdr& msg = m.msg;
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  return sendmsg(conn, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof hello);
+  return sendmsg(conn, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof m.hello);
 }
 
 bool same_user(int conn) noexcept {
@@ -122,14 +134,9 @@ int receive_pool_fd(const std::string& name, std::string* why) {
   if (s < 0) return -1;
   timeval timeout{5, 0};  // a server that accepted but never answers
   setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  uint64_t hello = 0;
-  iovec iov{&hello, sizeof hello};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  Message m;
+  msghdr& msg = m.msg;
+  const uint64_t& hello = m.hello;
   const ssize_t got = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
   close(s);
   const cmsghdr* c = got > 0 ? CMSG_FIRSTHDR(&msg) : nullptr;
