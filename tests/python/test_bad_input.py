@@ -5,8 +5,10 @@ subclasses, torch.OutOfMemoryError for host tensors, RuntimeError for an
 install that comes too late) and a message naming the argument; the pool
 stays valid. Each test says which public names it covers (@covers, from
 conftest), and test_every_public_name_has_a_case fails for a public name
-without one. unipool.nixl's cases are in test_nixl.py, beside its fixtures:
-imported here, so that its @covers count when this file runs alone.
+without one. unipool.nixl's cases are in test_nixl.py and
+unipool.SharedKVBlockPool's in test_shared_kv_pool.py, beside their
+fixtures: imported here, so that their @covers count when this file runs
+alone.
 
 install() changes the whole process and must come before CUDA initialises,
 so its cases run in a child interpreter (run_py)."""
@@ -18,6 +20,7 @@ import torch
 import unipool
 import unipool.torch
 import test_nixl  # noqa: F401 - unipool.nixl's bad-input cases, which register themselves in COVERED
+import test_shared_kv_pool  # noqa: F401 - unipool.SharedKVBlockPool's, likewise
 from conftest import COVERED, SIM, covers, needs_gpu, run_py
 from test_api_names import public_python_names
 from unipool import KVBlockPool, KVDoubleFreeError, KVPoolExhaustedError

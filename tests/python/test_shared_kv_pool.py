@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import unipool
+from conftest import covers
 from unipool import KVDoubleFreeError, KVPoolExhaustedError, SharedKVBlockPool
 
 SHAPE, DTYPE = (4, 8), torch.float32
@@ -90,6 +91,8 @@ def test_blocks_move_between_processes_and_a_killed_members_come_back():
     p.validate()
 
 
+@covers("unipool.SharedKVBlockPool", "unipool.SharedKVBlockPool.create", "unipool.SharedKVBlockPool.attach",
+        "unipool.SharedKVBlockPool.hand_over", "unipool.SharedKVBlockPool.take_over")
 def test_refusals():
     with pytest.raises(RuntimeError, match="no process serves it"):
         SharedKVBlockPool.attach(fresh_name("nobody"))
@@ -113,4 +116,31 @@ def test_refusals():
     with pytest.raises(KVDoubleFreeError, match="block 9 is not allocated"):
         p.hand_over([ids[0], 9], os.getpid())
     assert second.handed_to_me() == []
+    with pytest.raises(TypeError, match="to_pid must be an int"):
+        p.hand_over(ids, 1.5)
+    with pytest.raises(KVDoubleFreeError, match="not handed to the caller"):
+        second.take_over(ids)
+    with pytest.raises(KVDoubleFreeError, match="out of range"):
+        second.take_over([32])
     p.validate()
+
+
+@covers("unipool.SharedKVBlockPool.name", "unipool.SharedKVBlockPool.handed_to_me",
+        "unipool.SharedKVBlockPool.reclaim_dead", "unipool.SharedKVBlockPool.owner_of",
+        "unipool.SharedKVBlockPool.member_pids", "unipool.SharedKVBlockPool.closed",
+        "unipool.SharedKVBlockPool.stats")
+def test_queries_refuse_bad_ids_and_a_pool_never_made():
+    p = make("queries")
+    with pytest.raises(IndexError, match="out of range"):
+        p.owner_of(32)
+    with pytest.raises(IndexError, match="out of range"):
+        p.owner_of(-1)  # not the last block
+    with pytest.raises(TypeError, match="must be an int"):
+        p.owner_of(1.0)
+    assert p.owner_of(0) == 0 and not p.closed and p.member_pids() == [os.getpid()]
+    # An object whose create() or attach() never ran (or failed) has no pool.
+    blank = SharedKVBlockPool.__new__(SharedKVBlockPool)
+    for call in (lambda: blank.name, blank.handed_to_me, blank.reclaim_dead, blank.member_pids,
+                 lambda: blank.closed, blank.stats, lambda: blank.owner_of(0)):
+        with pytest.raises((RuntimeError, AttributeError), match="not initialised|num_blocks"):
+            call()
