@@ -16,7 +16,7 @@ Results read (missing ones leave their sections as they are, with a note):
   device.json                                  docs/benchmarks.md, docs/device_pool.md,
                                                docs/device_bench.png
   kv_offload.json                              docs/benchmarks.md, docs/kv_offload.md
-  shared_kv.json                               docs/kv_offload.md
+  shared_kv.json                               docs/kv_offload.md, docs/benchmarks.md
   model_live.json                              docs/benchmarks.md
   transfer.json                                docs/transfer.md, docs/benchmarks.md
   programs.json                                docs/host_benchmarks.md, docs/benchmarks.md
@@ -582,7 +582,7 @@ def sections(results: str) -> dict[str, dict[str, str]]:
         kv["kv_offload:arena"], kv["kv_offload:peers"], kv["kv_offload:costs"] = \
             kv_arena(d), kv_pinned_table(d), kv_costs(d)
     if os.path.exists(path("shared_kv.json")):
-        kv["shared_kv:table"] = shared_kv_table(load(path("shared_kv.json")))
+        kv["shared_kv:table"] = bench["shared_kv:table"] = shared_kv_table(load(path("shared_kv.json")))
     if os.path.exists(path("model_live.json")):
         bench["model:table"] = model_table(load(path("model_live.json")))
     host_runs = [load(p) for p in sorted(glob.glob(path("host*.json")))]
