@@ -62,15 +62,12 @@ unipool_status_t make_pool(const char* call, unipool_kv_pool_t** out, Make make)
     return UNIPOOL_OK;
   } catch (const std::invalid_argument& e) {
     return refuse(e.what());
+  } catch (const unipool::SharedKVRefused& e) {
+    return refuse(e.what());
   } catch (const std::bad_alloc&) {
     return refuse(std::string(call) + ": out of memory", UNIPOOL_OUT_OF_SPACE);
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    const bool refused = what.find("cannot attach") != std::string::npos || what.find("exists") != std::string::npos ||
-                         what.find("layout") != std::string::npos ||
-                         what.find("members already") != std::string::npos ||
-                         what.find("closed") != std::string::npos || what.find("caller expects") != std::string::npos;
-    return refuse(what, refused ? UNIPOOL_BAD_ARGUMENT : UNIPOOL_OUT_OF_SPACE);
+    return refuse(e.what(), UNIPOOL_OUT_OF_SPACE);
   }
 }
 

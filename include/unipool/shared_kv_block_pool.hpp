@@ -57,6 +57,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,6 +99,14 @@ struct SharedKVAttachOptions {
   uint64_t num_blocks = 0;
 };
 
+// What create() and attach() throw when the pool refuses the caller rather
+// than the system refusing memory: a name taken or served by nobody, a
+// layout or version other than expected, a full or closed pool.
+class SharedKVRefused : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 struct SharedKVBlockPoolStats : KVBlockPoolStats {
   uint64_t transit_blocks = 0;    // handed over, not yet taken over (also live)
   uint64_t reclaimed_blocks = 0;  // freed because their owner died or detached
@@ -111,12 +120,13 @@ class SharedKVBlockPool final : public KVPool {
  public:
   // Creates the pool `name` ([A-Za-z0-9._-], 1 to 64 characters) and
   // attaches the caller. Throws std::invalid_argument for bad options and
-  // std::runtime_error when the memory cannot be had or the name is taken by
-  // a live pool (the message says which).
+  // std::runtime_error when the memory cannot be had, SharedKVRefused when
+  // the name is taken by a live pool.
   static std::unique_ptr<SharedKVBlockPool> create(std::string_view name, const SharedKVBlockPoolOptions& options);
-  // Attaches to the pool `name`. Throws std::runtime_error when no process
+  // Attaches to the pool `name`. Throws SharedKVRefused when no process
   // serves it, its layout or version differs from what this library (or
-  // `options`) expects, or it has max_members members.
+  // `options`) expects, it has max_members members or it is closed; and
+  // std::runtime_error when the memory cannot be mapped.
   static std::unique_ptr<SharedKVBlockPool> attach(std::string_view name, const SharedKVAttachOptions& options = {});
   // Detaches: frees the caller's blocks (as if it had died), stops serving
   // attaches, unpins and unmaps.

@@ -143,13 +143,13 @@ TEST(SharedKVBlockPool, BadNamesOptionsAndTakenNamesAreRefused) {
   try {
     SharedKVBlockPool::create(name, small_pool());
     ADD_FAILURE() << "a second pool of the same name was created";
-  } catch (const std::runtime_error& e) {
+  } catch (const SharedKVRefused& e) {
     EXPECT_NE(std::string(e.what()).find("exists"), std::string::npos) << e.what();
   }
   try {
     SharedKVBlockPool::attach(test::unique_name("nobody"));
     ADD_FAILURE() << "attached to a pool nobody created";
-  } catch (const std::runtime_error& e) {
+  } catch (const SharedKVRefused& e) {
     EXPECT_NE(std::string(e.what()).find("no process serves it"), std::string::npos) << e.what();
   }
 }
@@ -162,7 +162,7 @@ TEST(SharedKVBlockPool, MismatchedLayoutOrVersionIsRefused) {
   try {
     SharedKVBlockPool::attach(name, expect);
     ADD_FAILURE() << "a pool of another block size was attached";
-  } catch (const std::runtime_error& e) {
+  } catch (const SharedKVRefused& e) {
     EXPECT_NE(std::string(e.what()).find("200 blocks of 4096 bytes; the caller expects any number of blocks of 8192"),
               std::string::npos)
         << e.what();
@@ -172,7 +172,7 @@ TEST(SharedKVBlockPool, MismatchedLayoutOrVersionIsRefused) {
   try {
     SharedKVBlockPool::attach(name);
     ADD_FAILURE() << "a pool of another layout version was attached";
-  } catch (const std::runtime_error& e) {
+  } catch (const SharedKVRefused& e) {
     EXPECT_NE(std::string(e.what()).find("layout version " + std::to_string(kv_shared::kLayoutVersion + 1)),
               std::string::npos)
         << e.what();
@@ -187,7 +187,7 @@ TEST(SharedKVBlockPool, MembersBeyondTheLimitAreRefused) {
   const std::string name = test::unique_name("full");
   auto a = SharedKVBlockPool::create(name, o);
   auto b = SharedKVBlockPool::attach(name);
-  EXPECT_THROW(SharedKVBlockPool::attach(name), std::runtime_error);
+  EXPECT_THROW(SharedKVBlockPool::attach(name), SharedKVRefused);
   b.reset();
   EXPECT_NO_THROW(SharedKVBlockPool::attach(name));  // the slot is free again
 }

@@ -256,14 +256,18 @@ void UnipoolCudaAllocator::cacheInfo(c10::DeviceIndex device, size_t* largestBlo
   *largestBlock = largest;
 }
 
+std::optional<DeviceSegmentInfo> segment_holding(const DevicePool& pool, uint64_t address) {
+  for (DeviceSegmentInfo& seg : pool.snapshot().segments) {
+    if (address >= seg.address && address < seg.address + seg.total_size) return std::move(seg);
+  }
+  return std::nullopt;
+}
+
 void* UnipoolCudaAllocator::getBaseAllocation(void* ptr, size_t* size) {
-  const auto address = reinterpret_cast<uint64_t>(ptr);
   for (int d = 0; d < pools_->device_count(); ++d) {
-    for (const DeviceSegmentInfo& seg : pools_->pool(d).snapshot().segments) {
-      if (address >= seg.address && address < seg.address + seg.total_size) {
-        if (size) *size = seg.total_size;
-        return reinterpret_cast<void*>(seg.address);
-      }
+    if (const auto seg = segment_holding(pools_->pool(d), reinterpret_cast<uint64_t>(ptr))) {
+      if (size) *size = seg->total_size;
+      return reinterpret_cast<void*>(seg->address);
     }
   }
   TORCH_CHECK(false, "unipool CUDA allocator: getBaseAllocation of ", ptr, " which is not in its memory");

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "memory_history.hpp"
@@ -17,6 +18,9 @@
 #include "unipool/device_pool.hpp"
 
 namespace unipool::torch_ext {
+
+// The segment of `pool` holding `address`, from its snapshot (O(blocks)).
+std::optional<DeviceSegmentInfo> segment_holding(const DevicePool& pool, uint64_t address);
 
 using c10::cuda::CUDACachingAllocator::CUDAAllocator;
 using c10::MempoolId_t;

@@ -33,22 +33,21 @@ c10::cuda::CUDACachingAllocator::ShareableHandle UnipoolCudaAllocator::shareIpcH
   DevicePool* pool = owner_of(ptr, -1);
   TORCH_CHECK(pool != nullptr, "unipool CUDA allocator: shareIpcHandle of ", ptr, ", which is not a live block of it");
   const auto address = reinterpret_cast<uint64_t>(ptr);
-  for (const DeviceSegmentInfo& seg : pool->snapshot().segments) {
-    if (address < seg.address || address >= seg.address + seg.total_size) continue;
-    TORCH_CHECK(!seg.expandable,
-                "unipool CUDA allocator: shareIpcHandle of a block of an expandable segment, "
-                "which CUDA IPC of this build cannot share; use backend=cuda_malloc to send CUDA tensors to other "
-                "processes");
-    DeviceBackend::IpcHandle h;
-    const BackendStatus s = pool->backend().ipc_export(pool->device(), reinterpret_cast<void*>(seg.address), &h);
-    TORCH_CHECK(s.is_ok(), "unipool CUDA allocator: shareIpcHandle: exporting the segment failed: ", s.message);
-    std::string handle(kPrefix);
-    handle += static_cast<char>(pool->device());
-    handle.append(reinterpret_cast<const char*>(h.bytes), sizeof h.bytes);
-    handle.append(reinterpret_cast<const char*>(&seg.total_size), sizeof seg.total_size);
-    return {static_cast<ptrdiff_t>(address - seg.address), handle};
-  }
-  TORCH_CHECK(false, "unipool CUDA allocator: shareIpcHandle: no segment holds ", ptr);
+  const std::optional<DeviceSegmentInfo> found = segment_holding(*pool, address);
+  TORCH_CHECK(found, "unipool CUDA allocator: shareIpcHandle: no segment holds ", ptr);
+  const DeviceSegmentInfo& seg = *found;
+  TORCH_CHECK(!seg.expandable,
+              "unipool CUDA allocator: shareIpcHandle of a block of an expandable segment, "
+              "which CUDA IPC of this build cannot share; use backend=cuda_malloc to send CUDA tensors to other "
+              "processes");
+  DeviceBackend::IpcHandle h;
+  const BackendStatus s = pool->backend().ipc_export(pool->device(), reinterpret_cast<void*>(seg.address), &h);
+  TORCH_CHECK(s.is_ok(), "unipool CUDA allocator: shareIpcHandle: exporting the segment failed: ", s.message);
+  std::string handle(kPrefix);
+  handle += static_cast<char>(pool->device());
+  handle.append(reinterpret_cast<const char*>(h.bytes), sizeof h.bytes);
+  handle.append(reinterpret_cast<const char*>(&seg.total_size), sizeof seg.total_size);
+  return {static_cast<ptrdiff_t>(address - seg.address), handle};
 }
 
 std::shared_ptr<void> UnipoolCudaAllocator::getIpcDevPtr(std::string handle) {

@@ -27,6 +27,9 @@ using kv_shared::Header;
   throw std::runtime_error("SharedKVBlockPool: " + what + (error ? std::string(": ") + std::strerror(error) : ""));
 }
 
+// The pool refuses the caller (SharedKVRefused), as opposed to fail().
+[[noreturn]] void refuse(const std::string& what) { throw SharedKVRefused("SharedKVBlockPool: " + what); }
+
 std::string check_name(std::string_view name) {
   bool ok = !name.empty() && name.size() <= 64;
   for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
@@ -114,11 +117,11 @@ void init_header(SharedKVBlockPool::Local& l, const SharedKVBlockPoolOptions& o,
 // against what this build would lay out before one is used.
 void check_header(const Header& h, uint64_t file_bytes, const std::string& name, const SharedKVAttachOptions& o) {
   const std::string pool = "the pool '" + name + "'";
-  if (file_bytes < sizeof(Header) || h.magic != kv_shared::kMagic) fail(pool + " is not a unipool shared KV pool");
+  if (file_bytes < sizeof(Header) || h.magic != kv_shared::kMagic) refuse(pool + " is not a unipool shared KV pool");
   if (h.version != kv_shared::kLayoutVersion || h.header_bytes != sizeof(Header)) {
-    fail(pool + " has layout version " + std::to_string(h.version) + " (header of " + std::to_string(h.header_bytes) +
-         " bytes); this library reads version " + std::to_string(kv_shared::kLayoutVersion) + " (" +
-         std::to_string(sizeof(Header)) + " bytes): attach with the unipool build that created it");
+    refuse(pool + " has layout version " + std::to_string(h.version) + " (header of " + std::to_string(h.header_bytes) +
+           " bytes); this library reads version " + std::to_string(kv_shared::kLayoutVersion) + " (" +
+           std::to_string(sizeof(Header)) + " bytes): attach with the unipool build that created it");
   }
   const kv_shared::Offsets off =
       kv_shared::layout_offsets(h.num_blocks, h.stride, h.alignment, backend::os::page_size());
@@ -126,12 +129,12 @@ void check_header(const Header& h, uint64_t file_bytes, const std::string& name,
       off.total != h.total_bytes || off.total != file_bytes || off.owners != h.owners_offset ||
       off.data != h.data_offset || off.free != h.free_offset || off.live != h.live_offset || h.max_members == 0 ||
       h.max_members > kv_shared::kMaxMembers) {
-    fail(pool + "'s header is inconsistent with its size (" + std::to_string(file_bytes) + " bytes)");
+    refuse(pool + "'s header is inconsistent with its size (" + std::to_string(file_bytes) + " bytes)");
   }
   if ((o.block_bytes && o.block_bytes != h.block_bytes) || (o.num_blocks && o.num_blocks != h.num_blocks)) {
-    fail(pool + " has " + std::to_string(h.num_blocks) + " blocks of " + std::to_string(h.block_bytes) +
-         " bytes; the caller expects " + (o.num_blocks ? std::to_string(o.num_blocks) : "any number of") +
-         " blocks of " + (o.block_bytes ? std::to_string(o.block_bytes) : "any size") + " bytes");
+    refuse(pool + " has " + std::to_string(h.num_blocks) + " blocks of " + std::to_string(h.block_bytes) +
+           " bytes; the caller expects " + (o.num_blocks ? std::to_string(o.num_blocks) : "any number of") +
+           " blocks of " + (o.block_bytes ? std::to_string(o.block_bytes) : "any size") + " bytes");
   }
 }
 
@@ -167,8 +170,8 @@ std::unique_ptr<SharedKVBlockPool> SharedKVBlockPool::create(std::string_view na
   const int listen_fd = kv_shared::listen_on(name);
   if (listen_fd < 0) {
     if (errno == EADDRINUSE)
-      fail("a shared KV pool named '" + name +
-           "' exists (a live process serves it); attach to it or pick another name");
+      refuse("a shared KV pool named '" + name +
+             "' exists (a live process serves it); attach to it or pick another name");
     fail("listening on the pool's socket", errno);
   }
   std::unique_ptr<SharedKVBlockPool> pool(new SharedKVBlockPool());
@@ -202,7 +205,7 @@ std::unique_ptr<SharedKVBlockPool> SharedKVBlockPool::attach(std::string_view na
   l.fork_generation = kv_shared::fork_generation();
   std::string why;
   l.fd = kv_shared::receive_pool_fd(name, &why);
-  if (l.fd < 0) fail("cannot attach to '" + name + "': " + why);
+  if (l.fd < 0) refuse("cannot attach to '" + name + "': " + why);
   struct stat st {};
   if (fstat(l.fd, &st) != 0) fail("fstat of the pool's memfd", errno);
   const uint64_t bytes = static_cast<uint64_t>(st.st_size);
@@ -213,10 +216,10 @@ std::unique_ptr<SharedKVBlockPool> SharedKVBlockPool::attach(std::string_view na
     kv_shared::Lock lock(l);
     kv_shared::reclaim_dead_members(l);
     if (l.header->closed.load(std::memory_order_acquire))
-      fail("the pool '" + name + "' is closed (its creator exited)");
+      refuse("the pool '" + name + "' is closed (its creator exited)");
     const int m = kv_shared::join(*l.header);
     if (m < 0)
-      fail("the pool '" + name + "' has " + std::to_string(l.header->max_members) + " members already (max_members)");
+      refuse("the pool '" + name + "' has " + std::to_string(l.header->max_members) + " members already (max_members)");
     l.member = static_cast<uint32_t>(m);
   }
   if (l.header->lifetime == static_cast<uint32_t>(SharedKVLifetime::while_attached)) {
