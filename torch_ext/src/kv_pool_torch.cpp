@@ -6,23 +6,11 @@
 
 #include <vector>
 
-#include "kv_pool_type.hpp"
+#include "kv_pybind.hpp"
 #include "unipool_torch.hpp"
 
 namespace unipool::torch_ext {
 namespace {
-
-std::shared_ptr<KVPool> pool_of(const py::object& obj) {
-  auto pool = kv_pool_of(obj.ptr());
-  if (!pool) throw py::error_already_set();
-  return pool;
-}
-
-std::vector<int64_t> ids_of(const py::object& obj) {
-  std::vector<int64_t> v;
-  if (!read_ids(obj.ptr(), v)) throw py::error_already_set();
-  return v;
-}
 
 // The whole arena as a tensor [num_blocks, *block_shape] of `dtype`. The
 // tensor (and every view of it) keeps the pool's memory alive.
@@ -111,10 +99,7 @@ void free_after(const py::object& obj, const py::object& ids_obj, int device, ui
             ? pool->deallocate(ids.data(), ids.size())  // cannot fence: the caller's stream error surfaces in torch
             : pool->deallocate_after(ids.data(), ids.size(), *fences, f);
   }
-  if (s != Status::ok) {
-    raise_kv_error(s);
-    throw py::error_already_set();
-  }
+  check_kv(s);
 }
 
 }  // namespace

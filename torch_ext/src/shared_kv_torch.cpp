@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kv_pool_type.hpp"
+#include "kv_pybind.hpp"
 #include "unipool/shared_kv_block_pool.hpp"
 
 namespace unipool::torch_ext {
@@ -23,23 +23,10 @@ SharedKVLifetime lifetime_of(const std::string& lifetime) {
 }
 
 SharedKVBlockPool& shared_of(const py::object& obj) {
-  const std::shared_ptr<KVPool> pool = kv_pool_of(obj.ptr());
-  if (!pool) throw py::error_already_set();
+  const std::shared_ptr<KVPool> pool = pool_of(obj);
   auto* shared = dynamic_cast<SharedKVBlockPool*>(pool.get());
   if (!shared) throw py::type_error("expected a unipool.SharedKVBlockPool");
   return *shared;  // obj keeps it alive for the call
-}
-
-std::vector<int64_t> ids_of(const py::object& obj) {
-  std::vector<int64_t> v;
-  if (!read_ids(obj.ptr(), v)) throw py::error_already_set();
-  return v;
-}
-
-void check(Status s) {
-  if (s == Status::ok) return;
-  raise_kv_error(s);
-  throw py::error_already_set();
 }
 
 void create(const py::object& core, const std::string& name, uint64_t block_bytes, uint64_t num_blocks, int pinned,
@@ -83,11 +70,11 @@ void bind_shared_kv_pool(py::module_& m) {
   m.def("_kv_shared_name", [](const py::object& core) { return shared_of(core).name(); });
   m.def("_kv_hand_over", [](const py::object& core, const py::object& ids, int pid) {
     const std::vector<int64_t> v = ids_of(ids);
-    check(shared_of(core).hand_over(v.data(), v.size(), static_cast<pid_t>(pid)));
+    check_kv(shared_of(core).hand_over(v.data(), v.size(), static_cast<pid_t>(pid)));
   });
   m.def("_kv_take_over", [](const py::object& core, const py::object& ids) {
     const std::vector<int64_t> v = ids_of(ids);
-    check(shared_of(core).take_over(v.data(), v.size()));
+    check_kv(shared_of(core).take_over(v.data(), v.size()));
   });
   m.def("_kv_handed_to_me", [](const py::object& core) {
     const std::vector<uint32_t> ids = shared_of(core).handed_to_me();
