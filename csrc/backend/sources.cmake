@@ -2,6 +2,7 @@ list(APPEND UNIPOOL_SOURCES
   backend/build_info.cpp
   backend/device_backend.cpp
   backend/host_pinner.cpp
+  backend/os/unix_socket.cpp
   backend/pin_pieces.cpp)
 list(APPEND UNIPOOL_CUDA_SOURCES
   backend/cuda/cuda_backend_base.cpp

@@ -22,10 +22,9 @@ namespace {
 
 std::atomic<uint64_t> g_fork_generation{0};
 
-void on_fork_child() noexcept {
-  g_fork_generation.fetch_add(1, std::memory_order_relaxed);
-  close_listening_sockets_in_child();
-}
+// (The pool's listening socket is closed in the child by unix_socket's
+// own fork handler.)
+void on_fork_child() noexcept { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
 
 // pidfd_open(2), through syscall(): glibc 2.36 is the first to wrap it.
 int pidfd_open(pid_t pid) noexcept {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend/os/os_memory.hpp"
+#include "backend/os/unix_socket.hpp"
 #include "core/align.hpp"
 #include "kv/kv_memory.hpp"
 #include "kv/kv_state.hpp"
@@ -181,14 +182,14 @@ std::unique_ptr<SharedKVBlockPool> SharedKVBlockPool::create(std::string_view na
     make_memory(l, name, off.total, o.numa_node);
     init_header(l, o, stride, off);
   } catch (...) {
-    close(listen_fd);
+    backend::os::close_listening(listen_fd);
     throw;
   }
   l.member = l.header->creator;
   try {
     l.server = std::make_unique<kv_shared::Server>(*l.header, l.fd, name, listen_fd);
   } catch (...) {
-    close(listen_fd);
+    backend::os::close_listening(listen_fd);
     throw;
   }
   pool->finish_open(name, o.pinned, o.max_pin);

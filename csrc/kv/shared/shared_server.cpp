@@ -4,12 +4,13 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+
+#include "backend/os/unix_socket.hpp"
 
 namespace unipool::kv_shared {
 namespace {
@@ -18,141 +19,33 @@ namespace {
 // apart from a pool's server.
 constexpr uint64_t kHello = 0x6f6c6c65686b7075;  // "upkhello"
 
-socklen_t address_of(const std::string& name, sockaddr_un* a) noexcept {
-  std::memset(a, 0, sizeof *a);
-  a->sun_family = AF_UNIX;
-  const std::string path = "unipool.kv." + name;  // after the leading '\0': abstract
-  std::memcpy(a->sun_path + 1, path.data(), path.size());
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + path.size());
-}
-
-// One message of the protocol: the hello word, and room for one descriptor.
-struct Message {
-  uint64_t hello = 0;
-  iovec iov{&hello, sizeof hello};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-
-  Message() {
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-  }
-  Message(const Message&) = delete;
-  Message& operator=(const Message&) = delete;
-};
-
-bool send_fd(int conn, int fd) noexcept {
-  Message m;
-  m.hello = kHello;
-  msghdr& msg = m.msg;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  return sendmsg(conn, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof m.hello);
-}
-
-bool same_user(int conn) noexcept {
-  ucred cred{};
-  socklen_t len = sizeof cred;
-  if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
-  return cred.uid == geteuid();
-}
-
-// Connects to the pool's name. When the serving member just went, another
-// takes the name over within milliseconds: a refused connection is retried
-// for half a second before the pool counts as gone.
-int connect_to(const std::string& name, std::string* why) {
-  sockaddr_un a;
-  const socklen_t len = address_of(name, &a);
-  for (int tries = 0;; ++tries) {
-    const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) {
-      *why = std::string("socket: ") + std::strerror(errno);
-      return -1;
-    }
-    if (connect(s, reinterpret_cast<sockaddr*>(&a), len) == 0) return s;
-    const int e = errno;
-    close(s);
-    if ((e == ECONNREFUSED || e == ENOENT) && tries < 50) {
-      usleep(10'000);
-      continue;
-    }
-    *why = e == ECONNREFUSED || e == ENOENT
-               ? "no process serves it (it was never created, or every process that had it attached is gone)"
-               : std::string("connect: ") + std::strerror(e);
-    return -1;
-  }
-}
-
-// The sockets this process listens on, + 1 (0: an empty slot): a fork
-// handler closes them without taking a lock.
-std::atomic<int> g_listening[64];
-
-void note_listening(int fd) noexcept {
-  for (std::atomic<int>& slot : g_listening) {
-    int empty = 0;
-    if (slot.compare_exchange_strong(empty, fd + 1)) return;
-  }
-}
-
-void forget_listening(int fd) noexcept {
-  for (std::atomic<int>& slot : g_listening) {
-    int mine = fd + 1;
-    if (slot.compare_exchange_strong(mine, 0)) return;
-  }
-}
+std::string socket_name(const std::string& name) { return "unipool.kv." + name; }
 
 }  // namespace
 
-void close_listening_sockets_in_child() noexcept {
-  for (std::atomic<int>& slot : g_listening) {
-    const int fd = slot.exchange(0) - 1;
-    if (fd >= 0) close(fd);
-  }
-}
+int listen_on(const std::string& name) noexcept { return backend::os::listen_abstract(socket_name(name)); }
 
-int listen_on(const std::string& name) noexcept {
-  const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (s < 0) return -1;
-  sockaddr_un a;
-  const socklen_t len = address_of(name, &a);
-  if (bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0 || listen(s, 64) != 0) {
-    const int e = errno;
-    close(s);
-    errno = e;
-    return -1;
-  }
-  return s;
-}
-
+// When the serving member just went, another takes the name over within
+// milliseconds: a refused connection is retried for half a second before
+// the pool counts as gone.
 int receive_pool_fd(const std::string& name, std::string* why) {
-  const int s = connect_to(name, why);
-  if (s < 0) return -1;
-  timeval timeout{5, 0};  // a server that accepted but never answers
-  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  Message m;
-  msghdr& msg = m.msg;
-  const uint64_t& hello = m.hello;
-  const ssize_t got = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
-  close(s);
-  const cmsghdr* c = got > 0 ? CMSG_FIRSTHDR(&msg) : nullptr;
-  if (got != static_cast<ssize_t>(sizeof hello) || hello != kHello || !c || c->cmsg_type != SCM_RIGHTS) {
-    if (c && c->cmsg_type == SCM_RIGHTS) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-      close(fd);
-    }
-    *why = got < 0 ? std::string("no answer from its server: ") + std::strerror(errno)
-                   : "its server answered with something that is not a unipool pool (another program owns the name?)";
+  const int s = backend::os::connect_abstract(socket_name(name), 500);
+  if (s < 0) {
+    *why = errno == ECONNREFUSED || errno == ENOENT
+               ? "no process serves it (it was never created, or every process that had it attached is gone)"
+               : std::string("connect: ") + std::strerror(errno);
     return -1;
   }
-  int fd;
-  std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-  return fd;
+  uint64_t hello = 0;
+  int fd = -1;
+  const ssize_t got = backend::os::receive_with_fd(s, &hello, sizeof hello, &fd);
+  const int e = errno;
+  close(s);
+  if (got == static_cast<ssize_t>(sizeof hello) && hello == kHello && fd >= 0) return fd;
+  if (fd >= 0) close(fd);
+  *why = got < 0 ? std::string("no answer from its server: ") + std::strerror(e)
+                 : "its server answered with something that is not a unipool pool (another program owns the name?)";
+  return -1;
 }
 
 Server::Server(Header& header, int memfd, std::string name, int listen_fd)
@@ -187,10 +80,8 @@ void Server::run() noexcept {
     }
   }
   if (listen_fd_ >= 0) {
-    note_listening(listen_fd_);
     serve();
-    forget_listening(listen_fd_);
-    close(listen_fd_);
+    backend::os::close_listening(listen_fd_);
   }
   pthread_mutex_unlock(&header_.serve_lock);  // the next member takes over
 }
@@ -216,7 +107,7 @@ void Server::serve() noexcept {
     if (!(p[0].revents & POLLIN)) continue;
     const int conn = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (conn < 0) continue;
-    if (same_user(conn)) send_fd(conn, memfd_);
+    if (backend::os::peer_is_same_user(conn)) backend::os::send_with_fd(conn, &kHello, sizeof kHello, memfd_);
     close(conn);
   }
 }

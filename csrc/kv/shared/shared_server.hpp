@@ -18,14 +18,10 @@
 
 namespace unipool::kv_shared {
 
-// Binds and listens on the pool's name. Returns the socket, or -1 with
-// errno (EADDRINUSE: a live process serves a pool of that name).
+// Binds and listens on the pool's name. Returns the socket (close it with
+// backend::os::close_listening), or -1 with errno (EADDRINUSE: a live
+// process serves a pool of that name).
 int listen_on(const std::string& name) noexcept;
-
-// In a child of fork(): closes the sockets this process listens on for its
-// pools. A child that kept one would hold the pool's name after its parent
-// left, serving nobody, so no member could take the name over.
-void close_listening_sockets_in_child() noexcept;
 
 // Connects to the pool's name and receives its memfd. Returns it, or -1
 // with *why set.
