@@ -50,7 +50,7 @@ int device_attribute(const Config& c, int attribute) {
     case cudaDevAttrMemoryPoolsSupported: case cudaDevAttrClusterLaunch: return 1;
     case cudaDevAttrPciBusId: return 1;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return c.vmm_supported ? 1 : 0;
-    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return 0;  // no IPC yet
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return c.ipc ? 1 : 0;
     default: return 0;
   }
 }

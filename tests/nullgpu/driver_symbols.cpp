@@ -57,6 +57,8 @@ const Symbol kImplemented[] = {
     {"cuMemMap", address(&cuMemMap)},
     {"cuMemUnmap", address(&cuMemUnmap)},
     {"cuMemSetAccess", address(&cuMemSetAccess)},
+    {"cuMemExportToShareableHandle", address(&cuMemExportToShareableHandle)},
+    {"cuMemImportFromShareableHandle", address(&cuMemImportFromShareableHandle)},
     {"cuGetProcAddress_v2", address(&cuGetProcAddress_v2)},
     {"cuLogsRegisterCallback", address(&cuLogsRegisterCallback)},
     {"cuLogsUnregisterCallback", address(&cuLogsUnregisterCallback)},

@@ -1,8 +1,12 @@
 // unipool null GPU: the driver's virtual memory management (cuMem*), on
-// real reserved host address space so that unmapped memory faults.
+// real reserved host address space so that unmapped memory faults. Memory
+// created for a POSIX descriptor handle under Config::ipc is a memfd that
+// cuMemExportToShareableHandle hands out (driver_vmm_ipc.cpp).
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <string>
 
 #include "nullgpu/state.hpp"
 
@@ -66,8 +70,21 @@ bool covered_by_mappings(const State& s, uintptr_t begin, uint64_t bytes) {
 }
 
 void free_physical(State& s, std::map<CUmemGenericAllocationHandle, Physical>::iterator it) {
-  s.uncharge(it->second.device, it->second.bytes);
+  if (!it->second.imported) s.uncharge(it->second.device, it->second.bytes);
+  if (it->second.fd >= 0) close(it->second.fd);
   s.physical.erase(it);
+}
+
+// A memfd of `bytes` for device memory that may be exported, or -1. Its
+// name says what it is, so an import can tell it from any other descriptor.
+int device_memfd(int device, uint64_t bytes) {
+  const std::string name = "nullgpu.vmm." + std::to_string(device);
+  const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 }  // namespace
@@ -133,8 +150,14 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CU
   if (!multiple_of(size, call.s.config.granularity)) return CUDA_ERROR_INVALID_VALUE;
   const int device = prop->location.id;
   if (!call.s.fits(device, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const auto types = static_cast<unsigned>(prop->requestedHandleTypes);
+  if ((types & ~static_cast<unsigned>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) != 0) return CUDA_ERROR_NOT_SUPPORTED;
+  // Without Config::ipc the request is accepted and export refused, so
+  // that programs asking for it by default run in one process.
+  int fd = -1;
+  if (types != 0 && call.s.config.ipc && (fd = device_memfd(device, size)) < 0) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUmemGenericAllocationHandle created = call.s.next_handle++;
-  call.s.physical.emplace(created, Physical{device, size, false, false});
+  call.s.physical.emplace(created, Physical{device, size, false, false, fd});
   call.s.charge(device, size);
   *handle = created;
   return CUDA_SUCCESS;
@@ -167,8 +190,10 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
       overlaps_mapping(s, begin, size)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  // Fresh pages, still inaccessible until cuMemSetAccess.
-  if (mmap(reinterpret_cast<void*>(begin), size, PROT_NONE, kMapFlags | MAP_FIXED, -1, 0) == MAP_FAILED) {
+  // Its pages (fresh ones, or the memfd's), inaccessible until cuMemSetAccess.
+  const int fd = it->second.fd;
+  const int how = fd >= 0 ? MAP_SHARED | MAP_FIXED : kMapFlags | MAP_FIXED;
+  if (mmap(reinterpret_cast<void*>(begin), size, PROT_NONE, how, fd, 0) == MAP_FAILED) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   unipool::nullgpu::detail::advise_device_memory(s, reinterpret_cast<void*>(begin), size);

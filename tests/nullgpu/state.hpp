@@ -97,6 +97,8 @@ struct Physical {  // cuMemCreate
   uint64_t bytes;
   bool mapped;
   bool released;  // cuMemRelease called; freed when unmapped
+  int fd = -1;    // its memfd: asked for a POSIX descriptor handle under Config::ipc
+  bool imported = false;  // cuMemImportFromShareableHandle: another process's, not charged here
 };
 struct Mapping {  // cuMemMap, keyed by address
   uint64_t bytes;
