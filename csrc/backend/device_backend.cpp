@@ -20,7 +20,7 @@ BackendStatus DeviceBackend::map(int, void*, uint64_t, uint64_t) { return unsupp
 BackendStatus DeviceBackend::unmap(int, void*, uint64_t, uint64_t) { return unsupported(); }
 BackendStatus DeviceBackend::unreserve(int, void*, uint64_t) { return unsupported(); }
 BackendStatus DeviceBackend::synchronize(int) { return BackendStatus::success(); }
-BackendStatus DeviceBackend::ipc_export(int, void*, IpcHandle*) { return no_ipc(); }
+BackendStatus DeviceBackend::ipc_export(int, void*, uint64_t, uint64_t, IpcHandle*) { return no_ipc(); }
 BackendStatus DeviceBackend::ipc_open(int, const IpcHandle&, void**) { return no_ipc(); }
 BackendStatus DeviceBackend::ipc_close(int, void*) { return no_ipc(); }
 BackendStatus DeviceBackend::copy(int, const DeviceCopy*, size_t, CopyDirection) { return no_copies(); }

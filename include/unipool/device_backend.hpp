@@ -75,15 +75,23 @@ class DeviceBackend {
   // promised: on failure the destinations' contents are undefined.
   virtual BackendStatus copy(int device, const DeviceCopy* copies, size_t count, CopyDirection direction);
 
-  // CUDA IPC of a plain segment (cudaIpcGetMemHandle): a handle another
-  // process of this host opens (ipc_open) to map the whole segment at an
-  // address of its own, until it closes it (ipc_close). The segment must
-  // stay allocated while any process has it open. Backends without it
-  // ("sim", and expandable segments, which are not one allocation) refuse.
+  // Sharing device memory with other processes of this host (what
+  // torch.multiprocessing uses). ipc_export shares at least
+  // [segment + offset, + bytes), where `segment` is a plain segment's base
+  // (or, with CUDA VMM, any address of a segment or reservation): the
+  // handle's bytes go to another process, where ipc_open maps the shared
+  // range at an address of its own, until ipc_close(that address); the
+  // requested range starts `offset` bytes into that mapping (IpcHandle::
+  // offset, for the exporter to send along). cudaMalloc segments are shared
+  // whole (cudaIpc; the exporter must keep the segment allocated while any
+  // process has it open). CUDA VMM memory is shared granule by granule
+  // (cuMemExportToShareableHandle), and an opened mapping keeps its memory
+  // alive whatever the exporter does. Backends without it ("sim") refuse.
   struct IpcHandle {
-    unsigned char bytes[64];
+    std::string bytes;
+    uint64_t offset = 0;
   };
-  virtual BackendStatus ipc_export(int device, void* segment, IpcHandle* out);
+  virtual BackendStatus ipc_export(int device, void* segment, uint64_t offset, uint64_t bytes, IpcHandle* out);
   virtual BackendStatus ipc_open(int device, const IpcHandle& handle, void** base);
   virtual BackendStatus ipc_close(int device, void* base);
 

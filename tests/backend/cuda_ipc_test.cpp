@@ -2,10 +2,12 @@
 // with memfd device memory (Config::ipc): a forked child opens the parent's
 // segment, reads what the parent wrote and writes back; refusals of bad
 // handles, of memory that is not shareable and of backends without IPC.
+// CUDA VMM memory (cuda_vmm's segments) is in cuda_vmm_ipc_test.cpp.
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
 
 #include "backend/cuda/cuda_backends.hpp"
 #include "nullgpu_fixture.hpp"
@@ -27,23 +29,14 @@ class CudaIpc : public NullGpuTest {
   std::unique_ptr<DeviceBackend> backend = make_cuda_backend("cuda_malloc");
 };
 
-// Runs `body` in a forked child; true if it returned true.
-template <class Body>
-bool in_child(Body body) {
-  const pid_t pid = fork();
-  if (pid == 0) _exit(body() ? 0 : 1);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 TEST_F(CudaIpc, AnotherProcessMapsTheSegmentBothWays) {
   constexpr uint64_t kBytes = 3 * gpu::kMiB;
   void* p = nullptr;
   ASSERT_TRUE(backend->allocate(0, kBytes, &p).is_ok());
   std::memset(p, 0x11, kBytes);
   DeviceBackend::IpcHandle handle;
-  ASSERT_TRUE(backend->ipc_export(0, p, &handle).is_ok());
+  ASSERT_TRUE(backend->ipc_export(0, p, 0, kBytes, &handle).is_ok());
+  EXPECT_EQ(handle.offset, 0u);  // the whole segment
   const bool child_ok = in_child([&] {
     void* mine = nullptr;
     if (!backend->ipc_open(0, handle, &mine).is_ok() || mine == p) return false;
@@ -73,15 +66,19 @@ TEST_F(CudaIpc, EventsCrossProcessesAsInterprocessEvents) {
 }
 
 TEST_F(CudaIpc, BadHandlesAreRefused) {
-  DeviceBackend::IpcHandle garbage;
-  std::memset(garbage.bytes, 0x5a, sizeof garbage.bytes);
+  DeviceBackend::IpcHandle garbage{"C" + std::string(sizeof(cudaIpcMemHandle_t), '\x5a')};
   void* mine = nullptr;
   const BackendStatus s = backend->ipc_open(0, garbage, &mine);
   EXPECT_FALSE(s.is_ok());
   EXPECT_EQ(s.native, cudaErrorInvalidResourceHandle);
+  for (const std::string& bytes : {std::string(), std::string("C"), std::string(66, 'C'), std::string(80, 'x')}) {
+    EXPECT_NE(std::string(backend->ipc_open(0, {bytes}, &mine).message).find("not an IPC handle"), std::string::npos);
+  }
+  EXPECT_NE(std::string(backend->ipc_open(0, {std::string(80, 'V')}, &mine).message).find("cuda_vmm"),
+            std::string::npos);  // a VMM handle, which cudaIpc cannot open
   int stack = 0;
   DeviceBackend::IpcHandle h;
-  EXPECT_FALSE(backend->ipc_export(0, &stack, &h).is_ok());  // not device memory
+  EXPECT_FALSE(backend->ipc_export(0, &stack, 0, 1, &h).is_ok());  // not device memory
   EXPECT_FALSE(backend->ipc_close(0, &stack).is_ok());
   // A handle whose exporter is gone: the child exports and exits.
   int pipe_fds[2];
@@ -91,12 +88,12 @@ TEST_F(CudaIpc, BadHandlesAreRefused) {
     void* p = nullptr;
     DeviceBackend::IpcHandle out{};
     (void)backend->allocate(0, gpu::kMiB, &p);
-    (void)backend->ipc_export(0, p, &out);
-    (void)!write(pipe_fds[1], &out, sizeof out);
+    (void)backend->ipc_export(0, p, 0, gpu::kMiB, &out);
+    (void)!write(pipe_fds[1], out.bytes.data(), out.bytes.size());
     _exit(0);
   }
-  DeviceBackend::IpcHandle orphan;
-  ASSERT_EQ(read(pipe_fds[0], &orphan, sizeof orphan), static_cast<ssize_t>(sizeof orphan));
+  DeviceBackend::IpcHandle orphan{std::string(1 + sizeof(cudaIpcMemHandle_t), '\0')};
+  ASSERT_EQ(read(pipe_fds[0], orphan.bytes.data(), orphan.bytes.size()), static_cast<ssize_t>(orphan.bytes.size()));
   waitpid(pid, nullptr, 0);
   close(pipe_fds[0]);
   close(pipe_fds[1]);
@@ -107,7 +104,7 @@ TEST_F(CudaIpc, AHandleToAFreedSegmentNamesNoOther) {
   void* a = nullptr;
   ASSERT_TRUE(backend->allocate(0, gpu::kMiB, &a).is_ok());
   DeviceBackend::IpcHandle stale;
-  ASSERT_TRUE(backend->ipc_export(0, a, &stale).is_ok());
+  ASSERT_TRUE(backend->ipc_export(0, a, 0, gpu::kMiB, &stale).is_ok());
   ASSERT_TRUE(backend->deallocate(0, a, gpu::kMiB).is_ok());
   void* b = nullptr;
   ASSERT_TRUE(backend->allocate(0, gpu::kMiB, &b).is_ok());  // its memfd likely takes a's descriptor number
@@ -125,10 +122,10 @@ TEST_F(CudaIpcOff, MemoryThatIsNotShareableAndBackendsWithoutIpcRefuse) {
   void* p = nullptr;
   ASSERT_TRUE(cuda->allocate(0, gpu::kMiB, &p).is_ok());
   DeviceBackend::IpcHandle h;
-  EXPECT_EQ(cuda->ipc_export(0, p, &h).native, cudaErrorNotSupported);  // Config::ipc is off
+  EXPECT_EQ(cuda->ipc_export(0, p, 0, gpu::kMiB, &h).native, cudaErrorNotSupported);  // Config::ipc is off
   EXPECT_TRUE(cuda->deallocate(0, p, gpu::kMiB).is_ok());
   SimBackend sim;
-  EXPECT_NE(std::string(sim.ipc_export(0, p, &h).message).find("cannot share memory"), std::string::npos);
+  EXPECT_NE(std::string(sim.ipc_export(0, p, 0, gpu::kMiB, &h).message).find("cannot share memory"), std::string::npos);
 }
 
 }  // namespace

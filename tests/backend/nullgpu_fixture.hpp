@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -48,6 +49,16 @@ inline bool readable(const void* p) {
   close(fds[0]);
   close(fds[1]);
   return ok;
+}
+
+// Runs `body` in a forked child; true if it returned true.
+template <class Body>
+bool in_child(Body body) {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(body() ? 0 : 1);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 }  // namespace unipool::test

@@ -46,21 +46,32 @@ BackendStatus CudaBackendBase::synchronize(int device) {
   return runtime_status(cudaDeviceSynchronize());
 }
 
-BackendStatus CudaBackendBase::ipc_export(int device, void* segment, IpcHandle* out) {
-  static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(IpcHandle));
+BackendStatus CudaBackendBase::ipc_export(int device, void* segment, uint64_t offset, uint64_t /*bytes*/,
+                                          IpcHandle* out) {
+  if (out == nullptr) return usage_error("unipool: ipc_export needs an output");
   DeviceGuard guard(device);
   if (!guard.ok()) return guard.status();
   cudaIpcMemHandle_t h;
   const BackendStatus status = runtime_status(cudaIpcGetMemHandle(&h, segment));
-  if (status.is_ok()) std::memcpy(out->bytes, &h, sizeof h);
+  if (!status.is_ok()) return status;
+  out->bytes.assign(1, kCudaIpcHandle);
+  out->bytes.append(reinterpret_cast<const char*>(&h), sizeof h);
+  out->offset = offset;  // the whole segment is shared
   return status;
 }
 
 BackendStatus CudaBackendBase::ipc_open(int device, const IpcHandle& handle, void** base) {
+  if (base == nullptr) return usage_error("unipool: ipc_open needs an output");
+  cudaIpcMemHandle_t h;
+  if (handle.bytes.size() != 1 + sizeof h || handle.bytes[0] != kCudaIpcHandle) {
+    return usage_error(!handle.bytes.empty() && handle.bytes[0] == kVmmHandle
+                           ? "unipool: the memory was shared from CUDA VMM mappings (backend cuda_vmm), which only "
+                             "a cuda_vmm backend with VMM support opens"
+                           : "unipool: not an IPC handle of a unipool device backend");
+  }
   DeviceGuard guard(device);
   if (!guard.ok()) return guard.status();
-  cudaIpcMemHandle_t h;
-  std::memcpy(&h, handle.bytes, sizeof h);
+  std::memcpy(&h, handle.bytes.data() + 1, sizeof h);
   return runtime_status(cudaIpcOpenMemHandle(base, h, cudaIpcMemLazyEnablePeerAccess));
 }
 

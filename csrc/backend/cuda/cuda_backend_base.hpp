@@ -21,8 +21,8 @@ class CudaBackendBase : public DeviceBackend {
   FenceSource& fences() override { return fences_; }
   BackendStatus synchronize(int device) override;
   // cudaIpcGetMemHandle / cudaIpcOpenMemHandle / cudaIpcCloseMemHandle, on
-  // the device given.
-  BackendStatus ipc_export(int device, void* segment, IpcHandle* out) override;
+  // the device given: the whole segment is shared, whatever the range.
+  BackendStatus ipc_export(int device, void* segment, uint64_t offset, uint64_t bytes, IpcHandle* out) override;
   BackendStatus ipc_open(int device, const IpcHandle& handle, void** base) override;
   BackendStatus ipc_close(int device, void* base) override;
   // cudaMemcpyAsync of each copy on the device's copy stream (made on first
@@ -30,6 +30,11 @@ class CudaBackendBase : public DeviceBackend {
   // one cudaStreamSynchronize.
   BackendStatus copy(int device, const DeviceCopy* copies, size_t count, CopyDirection direction) override;
   ~CudaBackendBase() override;
+
+ protected:
+  // The first byte of an IpcHandle: how the memory is shared.
+  static constexpr char kCudaIpcHandle = 'C';
+  static constexpr char kVmmHandle = 'V';
 
  private:
   BackendStatus copy_stream(int device, cudaStream_t* out);

@@ -43,6 +43,8 @@ DriverApi DriverApi::resolve() {
   find("cuMemMap", &api.map, why);
   find("cuMemUnmap", &api.unmap, why);
   find("cuMemSetAccess", &api.set_access, why);
+  find("cuMemExportToShareableHandle", &api.export_to_shareable_handle, why);
+  find("cuMemImportFromShareableHandle", &api.import_from_shareable_handle, why);
   if (api.available()) return api;
   // All or nothing: a half-resolved table must not be used by mistake.
   DriverApi none;

@@ -25,6 +25,8 @@ struct DriverApi {
   decltype(&::cuMemMap) map = nullptr;
   decltype(&::cuMemUnmap) unmap = nullptr;
   decltype(&::cuMemSetAccess) set_access = nullptr;
+  decltype(&::cuMemExportToShareableHandle) export_to_shareable_handle = nullptr;
+  decltype(&::cuMemImportFromShareableHandle) import_from_shareable_handle = nullptr;
 
   // Empty when every function was found; else why not, for error messages.
   std::string unavailable;

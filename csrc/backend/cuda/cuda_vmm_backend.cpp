@@ -56,11 +56,25 @@ CudaVmmBackend::CudaVmmBackend() : api_(DriverApi::resolve()) {
     }
   }
   granularity_.assign(static_cast<size_t>(count), 0);
+  shareable_.assign(static_cast<size_t>(count), false);
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    CUdevice device = 0;
+    int posix = 0;
+    shareable_[static_cast<size_t>(ordinal)] =
+        api_.device_get(&device, ordinal) == CUDA_SUCCESS &&
+        api_.device_get_attribute(&posix, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, device) ==
+            CUDA_SUCCESS &&
+        posix != 0;
+  }
   expandable_ = true;
 }
 
 CudaVmmBackend::~CudaVmmBackend() {
   std::lock_guard lock(mutex_);
+  for (const auto& [base, imported] : imported_) {
+    DeviceGuard guard(imported.device);
+    (void)close_imported_locked(base, imported, imported.handles.size());
+  }
   for (auto it = reservations_.begin(); it != reservations_.end();) {
     DeviceGuard guard(it->second.device);
     (void)unmap_all_locked(it->second, it->first);
@@ -173,15 +187,6 @@ BackendStatus CudaVmmBackend::deallocate(int device, void* ptr, uint64_t bytes) 
   return unreserve_locked(it);
 }
 
-BackendStatus CudaVmmBackend::ipc_export(int device, void* segment, IpcHandle* out) {
-  if (expandable_) {
-    return usage_error(
-        "unipool cuda_vmm: its segments are CUDA VMM mappings, which CUDA IPC of this build cannot share; "
-        "use backend=cuda_malloc to send CUDA tensors to other processes");
-  }
-  return CudaBackendBase::ipc_export(device, segment, out);
-}
-
 BackendStatus CudaVmmBackend::runtime_allocate(int device, uint64_t bytes, void** out) {
   DeviceGuard guard(device);
   if (!guard.ok()) return guard.status();
@@ -282,21 +287,20 @@ BackendStatus CudaVmmBackend::map_locked(Reservation& r, uintptr_t base, uint64_
   for (uint64_t i = first; i < first + count; ++i) {
     if (r.granules[i].mapped) return usage_error("unipool cuda_vmm: the range is already (partly) mapped");
   }
-  const CUmemAllocationProp prop = device_memory(r.device);
   const auto size = static_cast<size_t>(r.granularity);
   BackendStatus status;
   uint64_t done = 0;
   // One handle per granule, so that any granule can be unmapped later.
   for (; done < count; ++done) {
     CUmemGenericAllocationHandle handle = 0;
-    status = driver(api_.create(&handle, size, &prop, 0));
+    status = create_granule(r.device, r.granularity, &handle);
     if (!status.is_ok()) break;
     status = driver(api_.map(address(base, r, first + done), size, 0, handle, 0));
     if (!status.is_ok()) {
       release_handle_locked(handle);
       break;
     }
-    r.granules[first + done] = Granule{handle, true};
+    r.granules[first + done] = Granule{handle, true, -1, 0};
     ++r.mapped;
   }
   if (status.is_ok()) {
@@ -323,6 +327,7 @@ BackendStatus CudaVmmBackend::unmap_locked(Reservation& r, uintptr_t base, uint6
     return status;
   }
   for (uint64_t i = first; i < first + count; ++i) {
+    unexport_locked(r.granules[i]);
     release_handle_locked(r.granules[i].handle);
     r.granules[i] = Granule{};
     --r.mapped;
@@ -354,6 +359,25 @@ BackendStatus CudaVmmBackend::unreserve_locked(Reservations::iterator it) {
   }
   reservations_.erase(it);
   return BackendStatus::success();
+}
+
+// Exportable (a POSIX descriptor handle) where the device has it. A driver
+// that claims it and then refuses it (a container without the device
+// nodes it needs) is taken at its word once: that device's memory is then
+// not shareable, as with PyTorch's fallback.
+BackendStatus CudaVmmBackend::create_granule(int device, uint64_t bytes, CUmemGenericAllocationHandle* handle) {
+  CUmemAllocationProp prop = device_memory(device);
+  const auto d = static_cast<size_t>(device);
+  if (shareable_[d]) {
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    const CUresult res = api_.create(handle, static_cast<size_t>(bytes), &prop, 0);
+    if (res != CUDA_ERROR_NOT_SUPPORTED && res != CUDA_ERROR_NOT_PERMITTED && res != CUDA_ERROR_INVALID_VALUE) {
+      return driver(res);
+    }
+    shareable_[d] = false;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  }
+  return driver(api_.create(handle, static_cast<size_t>(bytes), &prop, 0));
 }
 
 // An unmapped handle's memory returns to the device on release. If that

@@ -40,10 +40,16 @@ class CudaVmmBackend final : public CudaBackendBase {
   // VMM: cudaMalloc / cudaFree.
   BackendStatus allocate(int device, uint64_t bytes, void** out) override;
   BackendStatus deallocate(int device, void* ptr, uint64_t bytes) override;
-  // With VMM, every segment is mapped physical memory, which cudaIpc cannot
-  // export: refused (cuMemExportToShareableHandle is not wired yet). With
-  // cudaMalloc segments, CudaBackendBase's cudaIpc.
-  BackendStatus ipc_export(int device, void* segment, IpcHandle* out) override;
+  // With VMM (cuda_vmm_ipc.cpp): the granules holding the range, each
+  // exported once as a POSIX descriptor (cuMemExportToShareableHandle) and
+  // lent by this process's descriptor server until the granule is
+  // unmapped. ipc_open fetches them, imports them and maps them in a
+  // reservation of its own; the memory lives while any process maps it.
+  // Without VMM, CudaBackendBase's cudaIpc; ipc_open and ipc_close take
+  // either kind of handle.
+  BackendStatus ipc_export(int device, void* segment, uint64_t offset, uint64_t bytes, IpcHandle* out) override;
+  BackendStatus ipc_open(int device, const IpcHandle& handle, void** base) override;
+  BackendStatus ipc_close(int device, void* base) override;
 
   // With VMM, plain segments are reservations too: sleep may unmap and map
   // them again in place.
@@ -63,6 +69,8 @@ class CudaVmmBackend final : public CudaBackendBase {
   struct Granule {
     CUmemGenericAllocationHandle handle = 0;
     bool mapped = false;
+    int fd = -1;         // exported by ipc_export; closed when unmapped
+    uint64_t fd_id = 0;  // its id at the descriptor server
   };
   struct Reservation {
     int device;
@@ -73,6 +81,12 @@ class CudaVmmBackend final : public CudaBackendBase {
     uint64_t mapped = 0;  // granules mapped
   };
   using Reservations = std::map<uintptr_t, Reservation>;
+  // Another process's memory, mapped by ipc_open: one handle per granule.
+  struct Imported {
+    int device;
+    uint64_t granularity;
+    std::vector<CUmemGenericAllocationHandle> handles;
+  };
 
   // Plain segments without VMM.
   static BackendStatus runtime_allocate(int device, uint64_t bytes, void** out);
@@ -94,6 +108,15 @@ class CudaVmmBackend final : public CudaBackendBase {
   BackendStatus unmap_all_locked(Reservation& r, uintptr_t base);
   BackendStatus unreserve_locked(Reservations::iterator it);
   void release_handle_locked(CUmemGenericAllocationHandle handle);
+  // cuMemCreate of one granule, exportable when the device allows it.
+  BackendStatus create_granule(int device, uint64_t bytes, CUmemGenericAllocationHandle* handle);
+  // Closes a granule's exported descriptor, if any; the mutex is held.
+  static void unexport_locked(Granule& g) noexcept;
+  BackendStatus export_granule_locked(Granule& g, std::string* server);
+  BackendStatus import_locked(int device, uint64_t granularity, const int* fds, size_t count, void** base);
+  // Unmaps the first `mapped` granules, releases every handle and frees
+  // the range (base 0: none reserved yet).
+  BackendStatus close_imported_locked(uintptr_t base, const Imported& imported, size_t mapped);
   void retry_orphans_locked();
 
   DriverApi api_;
@@ -103,6 +126,9 @@ class CudaVmmBackend final : public CudaBackendBase {
   std::mutex mutex_;  // one lock for the bookkeeping and the driver calls that change it
   Reservations reservations_;
   std::vector<uint64_t> granularity_;  // per device; 0 until asked
+  std::vector<bool> shareable_;        // per device: POSIX descriptor handles work
+  std::map<uintptr_t, Imported> imported_;  // by the address ipc_open returned
+  std::string server_;                      // this process's descriptor server, once one was started
   // Unmapped handles whose cuMemRelease failed; retried by every later call.
   std::vector<CUmemGenericAllocationHandle> orphans_;
 };

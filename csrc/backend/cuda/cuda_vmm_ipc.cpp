@@ -1,0 +1,196 @@
+// unipool backend/cuda: CUDA VMM memory shared with other processes. A
+// handle names this process's descriptor server and, per granule, the id
+// of its exported descriptor; the opener fetches the descriptors, imports
+// them (cuMemImportFromShareableHandle) and maps them in a reservation of
+// its own. An imported handle holds the memory, so it outlives whatever the
+// exporter unmaps, until the opener closes it.
+#include <unistd.h>
+
+#include <cstring>
+#include <iterator>
+
+#include "backend/cuda/cuda_status.hpp"
+#include "backend/cuda/cuda_vmm_backend.hpp"
+#include "backend/cuda/device_guard.hpp"
+#include "backend/os/descriptor_server.hpp"
+
+namespace unipool::backend::cuda {
+namespace {
+
+// After the kind byte: this, the server's name, then `count` ids.
+struct VmmShare {
+  uint64_t granularity;
+  uint32_t count;
+  uint32_t name_bytes;
+};
+
+constexpr uint32_t kMaxGranules = uint32_t{1} << 16;
+
+}  // namespace
+
+BackendStatus CudaVmmBackend::ipc_export(int device, void* segment, uint64_t offset, uint64_t bytes, IpcHandle* out) {
+  if (!expandable_) return CudaBackendBase::ipc_export(device, segment, offset, bytes, out);
+  if (out == nullptr) return usage_error("unipool cuda_vmm: ipc_export needs an output");
+  std::lock_guard lock(mutex_);
+  const auto at = reinterpret_cast<uintptr_t>(segment);
+  auto it = reservations_.upper_bound(at);
+  if (it == reservations_.begin() || at - std::prev(it)->first >= std::prev(it)->second.bytes) {
+    return usage_error("unipool cuda_vmm: ipc_export of an address outside this backend's memory");
+  }
+  --it;
+  Reservation& r = it->second;
+  if (r.device != device) return usage_error("unipool cuda_vmm: ipc_export of another device's memory");
+  if (!shareable_[static_cast<size_t>(device)]) {
+    return usage_error(
+        "unipool cuda_vmm: the driver cannot export this device's memory (no POSIX file descriptor "
+        "handles); use backend=cuda_malloc to share it through cudaIpc");
+  }
+  // From here on, offsets are from the reservation's base.
+  const uint64_t begin = at - it->first;
+  const uint64_t g = r.granularity;
+  if (bytes == 0 || offset > r.bytes - begin || bytes > r.bytes - begin - offset) {
+    return usage_error("unipool cuda_vmm: ipc_export of a range outside the segment");
+  }
+  const uint64_t first = (begin + offset) / g;
+  const uint64_t end = (begin + offset + bytes + g - 1) / g;
+  if (end - first > kMaxGranules) return usage_error("unipool cuda_vmm: ipc_export of more than 65536 granules");
+  std::string server;
+  std::string ids;
+  for (uint64_t i = first; i < end; ++i) {
+    if (!r.granules[i].mapped) return usage_error("unipool cuda_vmm: ipc_export of a range not (entirely) mapped");
+    if (BackendStatus s = export_granule_locked(r.granules[i], &server); !s.is_ok()) return s;
+    ids.append(reinterpret_cast<const char*>(&r.granules[i].fd_id), sizeof(uint64_t));
+  }
+  const VmmShare share{g, static_cast<uint32_t>(end - first), static_cast<uint32_t>(server.size())};
+  out->bytes.assign(1, kVmmHandle);
+  out->bytes.append(reinterpret_cast<const char*>(&share), sizeof share);
+  out->bytes += server;
+  out->bytes += ids;
+  out->offset = begin + offset - first * g;
+  return BackendStatus::success();
+}
+
+// Once per granule: the descriptor stays open, lent to any process that
+// asks, until the granule is unmapped (unexport_locked).
+BackendStatus CudaVmmBackend::export_granule_locked(Granule& g, std::string* server) {
+  if (g.fd >= 0) {
+    *server = server_;
+    return BackendStatus::success();
+  }
+  int fd = -1;
+  if (BackendStatus s =
+          driver(api_.export_to_shareable_handle(&fd, g.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+      !s.is_ok()) {
+    return s;
+  }
+  uint64_t id = 0;
+  if (BackendStatus s = os::publish_descriptor(fd, &id, server); !s.is_ok()) {
+    close(fd);
+    return s;
+  }
+  server_ = *server;
+  g.fd = fd;
+  g.fd_id = id;
+  return BackendStatus::success();
+}
+
+void CudaVmmBackend::unexport_locked(Granule& g) noexcept {
+  if (g.fd < 0) return;
+  os::withdraw_descriptor(g.fd_id);
+  close(g.fd);
+  g.fd = -1;
+  g.fd_id = 0;
+}
+
+BackendStatus CudaVmmBackend::ipc_open(int device, const IpcHandle& handle, void** base) {
+  if (handle.bytes.empty() || handle.bytes[0] != kVmmHandle) return CudaBackendBase::ipc_open(device, handle, base);
+  if (base == nullptr) return usage_error("unipool cuda_vmm: ipc_open needs an output");
+  *base = nullptr;
+  if (BackendStatus status = usable(); !status.is_ok()) return status;
+  VmmShare share{};
+  const std::string& b = handle.bytes;
+  if (b.size() >= 1 + sizeof share) std::memcpy(&share, b.data() + 1, sizeof share);
+  const uint64_t g = share.granularity;
+  if (b.size() < 1 + sizeof share || share.count == 0 || share.count > kMaxGranules || g == 0 || g % 4096 != 0 ||
+      b.size() != 1 + sizeof share + share.name_bytes + uint64_t{share.count} * sizeof(uint64_t)) {
+    return usage_error("unipool cuda_vmm: ipc_open of a malformed handle");
+  }
+  const std::string server = b.substr(1 + sizeof share, share.name_bytes);
+  std::vector<uint64_t> ids(share.count);
+  std::memcpy(ids.data(), b.data() + 1 + sizeof share + share.name_bytes, ids.size() * sizeof(uint64_t));
+  std::vector<int> fds(share.count, -1);
+  if (BackendStatus s = os::fetch_descriptors(server, ids.data(), ids.size(), fds.data()); !s.is_ok()) return s;
+  BackendStatus status;
+  {
+    std::lock_guard lock(mutex_);
+    DeviceGuard guard(device);
+    status = guard.ok() ? import_locked(device, g, fds.data(), fds.size(), base) : guard.status();
+  }
+  for (const int fd : fds) close(fd);  // the imported handles hold the memory
+  return status;
+}
+
+BackendStatus CudaVmmBackend::import_locked(int device, uint64_t granularity, const int* fds, size_t count,
+                                            void** base) {
+  Imported imported{device, granularity, {}};
+  BackendStatus status;
+  for (size_t i = 0; i < count && status.is_ok(); ++i) {
+    CUmemGenericAllocationHandle h = 0;
+    status = driver(api_.import_from_shareable_handle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(fds[i])),
+                                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    if (status.is_ok()) imported.handles.push_back(h);
+  }
+  const auto size = static_cast<size_t>(granularity);
+  CUdeviceptr ptr = 0;
+  if (status.is_ok()) status = driver(api_.address_reserve(&ptr, size * count, size, 0, 0));
+  size_t mapped = 0;
+  for (; status.is_ok() && mapped < count; ++mapped) {
+    status = driver(api_.map(ptr + mapped * size, size, 0, imported.handles[mapped], 0));
+    if (!status.is_ok()) break;
+  }
+  if (status.is_ok()) {
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    status = driver(api_.set_access(ptr, size * count, &access, 1));
+  }
+  if (!status.is_ok()) {
+    (void)close_imported_locked(static_cast<uintptr_t>(ptr), imported, mapped);
+    return status;
+  }
+  imported_.emplace(static_cast<uintptr_t>(ptr), std::move(imported));
+  *base = reinterpret_cast<void*>(ptr);
+  return status;
+}
+
+BackendStatus CudaVmmBackend::close_imported_locked(uintptr_t base, const Imported& imported, size_t mapped) {
+  const uint64_t g = imported.granularity;
+  if (mapped != 0) {
+    if (BackendStatus s = driver(api_.unmap(static_cast<CUdeviceptr>(base), static_cast<size_t>(g * mapped)));
+        !s.is_ok()) {
+      return s;
+    }
+  }
+  for (const CUmemGenericAllocationHandle h : imported.handles) release_handle_locked(h);
+  if (base == 0) return BackendStatus::success();
+  return driver(api_.address_free(static_cast<CUdeviceptr>(base), static_cast<size_t>(g * imported.handles.size())));
+}
+
+BackendStatus CudaVmmBackend::ipc_close(int device, void* base) {
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = imported_.find(reinterpret_cast<uintptr_t>(base));
+    if (it != imported_.end()) {
+      if (it->second.device != device) return usage_error("unipool cuda_vmm: ipc_close on another device");
+      DeviceGuard guard(device);
+      if (!guard.ok()) return guard.status();
+      const BackendStatus status = close_imported_locked(it->first, it->second, it->second.handles.size());
+      if (status.is_ok()) imported_.erase(it);
+      return status;
+    }
+  }
+  return CudaBackendBase::ipc_close(device, base);
+}
+
+}  // namespace unipool::backend::cuda

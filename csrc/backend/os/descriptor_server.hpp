@@ -1,0 +1,34 @@
+// unipool backend/os: lends this process's file descriptors to other
+// processes of its user. A descriptor is published under an id; a process
+// that knows the server's name and the id receives a copy over an abstract
+// Unix socket, until the descriptor is withdrawn. This is how CUDA VMM
+// memory reaches other processes: cuMemExportToShareableHandle gives a
+// descriptor, and the IPC handle carries the server's name and the ids.
+//
+// A socket needs no ptrace permission, where pidfd_getfd does: under Yama's
+// ptrace_scope=1 a child could not take its parent's descriptors.
+//
+// One server per process, started by the first publish, answering from a
+// thread of its own; a fork child starts its own. Only processes of the
+// same user are answered (SO_PEERCRED).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "unipool/device_backend.hpp"
+
+namespace unipool::backend::os {
+
+// Publishes `fd`, which the caller keeps open until it withdraws it.
+// Returns its id in *id and the server's name in *server.
+BackendStatus publish_descriptor(int fd, uint64_t* id, std::string* server);
+// After this returns, no process receives a new copy of it.
+void withdraw_descriptor(uint64_t id) noexcept;
+
+// Receives copies of the descriptors published under ids[0..count) at
+// `server`, into fds[0..count): all of them, or none and an error.
+BackendStatus fetch_descriptors(const std::string& server, const uint64_t* ids, size_t count, int* fds);
+
+}  // namespace unipool::backend::os
