@@ -11,6 +11,7 @@
 
 #include <array>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -67,6 +68,13 @@ struct TagState {
   uint64_t offloaded_bytes = 0, discarded_bytes = 0, released_bytes = 0;  // by the last sleep
   uint64_t sleeps = 0, wakes = 0;
   double last_sleep_seconds = 0, last_wake_seconds = 0;
+};
+
+// Other processes' blocks this pool has open (DevicePool::ipc_open), by
+// handle. Shared with the mappings' deleters, which may outlive the pool.
+struct IpcMappings {
+  std::mutex mutex;
+  std::map<std::string, std::weak_ptr<void>> open;
 };
 
 // What a growth attempt that failed says, for the OOM report.
@@ -230,6 +238,7 @@ struct DevicePool::Impl {
   uint64_t granule = 0;
   uint64_t device_total = 0;
   uint64_t reserve_bytes = 0;  // of each expandable arena
+  const std::shared_ptr<device::IpcMappings> ipc_mappings = std::make_shared<device::IpcMappings>();
 
   // ---- guarded by mutex
   mutable std::mutex mutex;

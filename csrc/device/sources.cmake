@@ -11,6 +11,7 @@ list(APPEND UNIPOOL_SOURCES
   device/pool_allocate.cpp
   device/pool_checkpoint.cpp
   device/pool_free.cpp
+  device/pool_ipc.cpp
   device/pool_growth.cpp
   device/pool_release.cpp
   device/pool_sleep.cpp

@@ -110,6 +110,18 @@ class DevicePool {
   // The size the block of `ptr` was requested with; 0 if not a live block.
   uint64_t requested_size(const void* ptr) const;
 
+  // CUDA IPC (what torch.multiprocessing does with CUDA tensors). The handle
+  // of a live block, for another process of this host: its bytes go there,
+  // and the block starts `offset` bytes into what ipc_open maps. Throws
+  // DevicePoolError: not_live for a pointer that is not a live block's
+  // start; backend_error if the backend cannot share it (say why).
+  DeviceBackend::IpcHandle ipc_export(const void* ptr);
+  // Maps another process's block (the bytes of its ipc_export) once per
+  // handle in this pool, for as long as any returned pointer lives; the
+  // block starts at the sender's offset into it. Throws DevicePoolError
+  // (backend_error) if it cannot be opened.
+  std::shared_ptr<void> ipc_open(const std::string& handle);
+
   // Gives every cached free segment and fully free trailing granules back to
   // the backend. Waits for the fences of the owning streams (synchronous, like
   // torch.cuda.empty_cache()).
