@@ -34,25 +34,44 @@ DeviceBackend::IpcHandle DevicePool::ipc_export(const void* ptr) {
   return h;
 }
 
+namespace {
+
+// The mapping's deleter closes it under the lock: another thread must not
+// take the entry for a live mapping between this close and its removal.
+std::shared_ptr<void> shared_mapping(void* base, const std::shared_ptr<DeviceBackend>& backend, int device,
+                                     const std::shared_ptr<device::IpcMappings>& mappings, const std::string& handle) {
+  return std::shared_ptr<void>(base, [backend, device, mappings, handle](void* at) {
+    std::lock_guard lock(mappings->mutex);
+    (void)backend->ipc_close(device, at);
+    const auto it = mappings->open.find(handle);
+    if (it != mappings->open.end() && it->second.expired()) mappings->open.erase(it);
+  });
+}
+
+}  // namespace
+
 std::shared_ptr<void> DevicePool::ipc_open(const std::string& handle) {
   Impl& p = *impl_;
   device::IpcMappings& m = *p.ipc_mappings;
-  std::lock_guard lock(m.mutex);
-  if (const auto it = m.open.find(handle); it != m.open.end()) {
-    if (std::shared_ptr<void> live = it->second.lock()) return live;
+  {
+    std::lock_guard lock(m.mutex);
+    if (const auto it = m.open.find(handle); it != m.open.end()) {
+      if (std::shared_ptr<void> live = it->second.lock()) return live;
+    }
   }
+  // Opened without the lock (it may wait on the sending process), so two
+  // threads may open one handle at once: the first to file it wins.
   void* base = nullptr;
   const BackendStatus s = p.backend->ipc_open(p.device, {handle}, &base);
   if (!s.is_ok()) throw DevicePoolError(Status::backend_error, std::string("unipool: ipc_open: ") + s.message);
-  // Closed under the lock: another thread must not open the same handle
-  // again between this close and the entry's removal.
-  std::shared_ptr<void> mapped(base,
-                               [backend = p.backend, device = p.device, mappings = p.ipc_mappings, handle](void* at) {
-                                 std::lock_guard relock(mappings->mutex);
-                                 (void)backend->ipc_close(device, at);
-                                 const auto it = mappings->open.find(handle);
-                                 if (it != mappings->open.end() && it->second.expired()) mappings->open.erase(it);
-                               });
+  std::lock_guard lock(m.mutex);
+  if (const auto it = m.open.find(handle); it != m.open.end()) {
+    if (std::shared_ptr<void> live = it->second.lock()) {
+      (void)p.backend->ipc_close(p.device, base);
+      return live;
+    }
+  }
+  std::shared_ptr<void> mapped = shared_mapping(base, p.backend, p.device, p.ipc_mappings, handle);
   m.open[handle] = mapped;
   return mapped;
 }

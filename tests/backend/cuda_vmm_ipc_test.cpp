@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "backend/cuda/cuda_backends.hpp"
 #include "nullgpu_fixture.hpp"
@@ -25,7 +26,7 @@ class CudaVmmIpc : public NullGpuTest {
  protected:
   gpu::Config config() const override {
     gpu::Config c;
-    c.capacity = 64 * gpu::kMiB;
+    c.capacity = 256 * gpu::kMiB;
     c.ipc = true;
     return c;
   }
@@ -95,6 +96,50 @@ TEST_F(CudaVmmIpc, ARangeOfAnExpandableSegmentSharesTheGranulesHoldingIt) {
   EXPECT_TRUE(backend->unreserve(0, base, 8 * kG).is_ok());
 }
 
+// More granules than one fetch brings (kMaxFetch): the receiver takes them
+// a batch at a time.
+TEST_F(CudaVmmIpc, ManyGranulesAreFetchedInBatches) {
+  constexpr uint64_t kGranules = 70;
+  void* base = nullptr;
+  ASSERT_TRUE(backend->reserve(0, kGranules * kG, &base).is_ok());
+  ASSERT_TRUE(backend->map(0, base, 0, kGranules * kG).is_ok());
+  auto* bytes = static_cast<unsigned char*>(base);
+  for (uint64_t g = 0; g < kGranules; ++g) bytes[g * kG + 7] = static_cast<unsigned char>(g);
+  DeviceBackend::IpcHandle h;
+  ASSERT_TRUE(backend->ipc_export(0, base, 0, kGranules * kG, &h).is_ok());
+  EXPECT_TRUE(in_child([&] {
+    void* mine = nullptr;
+    if (!backend->ipc_open(0, h, &mine).is_ok()) return false;
+    bool same = true;
+    for (uint64_t g = 0; g < kGranules; ++g) same &= static_cast<unsigned char*>(mine)[g * kG + 7] == g;
+    return same && backend->ipc_close(0, mine).is_ok();
+  }));
+  EXPECT_TRUE(backend->unmap(0, base, 0, kGranules * kG).is_ok());
+  EXPECT_TRUE(backend->unreserve(0, base, kGranules * kG).is_ok());
+}
+
+// A driver call failing part way through ipc_open leaves nothing behind:
+// no imported handle, mapping or reservation.
+TEST_F(CudaVmmIpc, AFailedOpenLeavesNothing) {
+  void* p = nullptr;
+  ASSERT_TRUE(backend->allocate(0, 3 * kG, &p).is_ok());
+  DeviceBackend::IpcHandle h;
+  ASSERT_TRUE(backend->ipc_export(0, p, 0, 3 * kG, &h).is_ok());
+  for (const auto& [function, nth] : {std::pair{"cuMemImportFromShareableHandle", 2}, std::pair{"cuMemMap", 3},
+                                      std::pair{"cuMemSetAccess", 1}, std::pair{"cuMemAddressReserve", 1}}) {
+    EXPECT_TRUE(in_child([&, function = function, nth = nth] {
+      const uint64_t handles = gpu::physical_handles(), reserved = gpu::reserved_bytes();
+      const uint64_t mapped = gpu::mapped_bytes(0);
+      gpu::fail_nth_call(function, static_cast<uint64_t>(nth));
+      void* mine = nullptr;
+      const bool refused = !backend->ipc_open(0, h, &mine).is_ok() && gpu::faults_fired() == 1;
+      return refused && gpu::physical_handles() == handles && gpu::reserved_bytes() == reserved &&
+             gpu::mapped_bytes(0) == mapped;
+    })) << function;
+  }
+  EXPECT_TRUE(backend->deallocate(0, p, 3 * kG).is_ok());
+}
+
 // The child opens, the parent unmaps and releases its granules, and the
 // child still reads and writes the memory through its own mapping.
 TEST_F(CudaVmmIpc, AnOpenedRangeOutlivesTheExportersMapping) {
@@ -108,6 +153,9 @@ TEST_F(CudaVmmIpc, AnOpenedRangeOutlivesTheExportersMapping) {
   ASSERT_EQ(pipe(freed), 0);
   const pid_t pid = fork();
   if (pid == 0) {
+    // Only the ends it uses: if the other side dies, a read sees the end.
+    close(opened[0]);
+    close(freed[1]);
     void* mine = nullptr;
     const bool ok = backend->ipc_open(0, h, &mine).is_ok();
     char byte = ok ? 1 : 0;
@@ -118,18 +166,21 @@ TEST_F(CudaVmmIpc, AnOpenedRangeOutlivesTheExportersMapping) {
     std::memset(q, 0x66, kG);
     _exit(kept && q[kG / 2] == 0x66 && backend->ipc_close(0, mine).is_ok() ? 0 : 2);
   }
+  close(opened[1]);
+  close(freed[0]);
   char byte = 0;
-  ASSERT_EQ(read(opened[0], &byte, 1), 1);
+  EXPECT_EQ(read(opened[0], &byte, 1), 1);
   EXPECT_EQ(byte, 1);
   EXPECT_TRUE(backend->deallocate(0, p, kG).is_ok());
   // The granule's descriptor was withdrawn with it: the handle opens no more.
   void* late = nullptr;
-  EXPECT_NE(std::string(backend->ipc_open(0, h, &late).message).find("gone"), std::string::npos);
-  ASSERT_EQ(write(freed[1], &byte, 1), 1);
+  EXPECT_NE(std::string(backend->ipc_open(0, h, &late).message).find("freed or unmapped"), std::string::npos);
+  EXPECT_EQ(write(freed[1], &byte, 1), 1);
   int status = 0;
   waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  for (int fd : {opened[0], opened[1], freed[0], freed[1]}) close(fd);
+  close(opened[0]);
+  close(freed[1]);
 }
 
 TEST_F(CudaVmmIpc, BadRangesAndHandlesAreRefused) {
@@ -159,7 +210,8 @@ TEST_F(CudaVmmIpc, BadRangesAndHandlesAreRefused) {
   // A server name nobody holds: the exporter is gone.
   DeviceBackend::IpcHandle orphan = h;
   orphan.bytes[1 + 16] ^= 0x01;  // the first byte of the server's name
-  EXPECT_NE(std::string(backend->ipc_open(0, orphan, &mine).message).find("is gone"), std::string::npos);
+  EXPECT_NE(std::string(backend->ipc_open(0, orphan, &mine).message).find("process sharing the memory is gone"),
+            std::string::npos);
   // A plain cudaIpc backend cannot open VMM memory.
   auto plain = make_cuda_backend("cuda_malloc");
   EXPECT_NE(std::string(plain->ipc_open(0, h, &mine).message).find("cuda_vmm"), std::string::npos);

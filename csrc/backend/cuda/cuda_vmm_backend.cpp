@@ -73,7 +73,7 @@ CudaVmmBackend::~CudaVmmBackend() {
   std::lock_guard lock(mutex_);
   for (const auto& [base, imported] : imported_) {
     DeviceGuard guard(imported.device);
-    (void)close_imported_locked(base, imported, imported.handles.size());
+    (void)close_imported_locked(base, imported);
   }
   for (auto it = reservations_.begin(); it != reservations_.end();) {
     DeviceGuard guard(it->second.device);
@@ -304,11 +304,7 @@ BackendStatus CudaVmmBackend::map_locked(Reservation& r, uintptr_t base, uint64_
     ++r.mapped;
   }
   if (status.is_ok()) {
-    CUmemAccessDesc access{};
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = r.device;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    status = driver(api_.set_access(address(base, r, first), size * count, &access, 1));
+    status = allow_access_locked(r.device, address(base, r, first), size * count);
     if (status.is_ok()) return status;
   }
   // All or nothing: give back what this call mapped.
@@ -361,6 +357,14 @@ BackendStatus CudaVmmBackend::unreserve_locked(Reservations::iterator it) {
   return BackendStatus::success();
 }
 
+BackendStatus CudaVmmBackend::allow_access_locked(int device, CUdeviceptr at, uint64_t bytes) {
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return driver(api_.set_access(at, static_cast<size_t>(bytes), &access, 1));
+}
+
 // Exportable (a POSIX descriptor handle) where the device has it. A driver
 // that claims it and then refuses it (a container without the device
 // nodes it needs) is taken at its word once: that device's memory is then
@@ -371,7 +375,7 @@ BackendStatus CudaVmmBackend::create_granule(int device, uint64_t bytes, CUmemGe
   if (shareable_[d]) {
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     const CUresult res = api_.create(handle, static_cast<size_t>(bytes), &prop, 0);
-    if (res != CUDA_ERROR_NOT_SUPPORTED && res != CUDA_ERROR_NOT_PERMITTED && res != CUDA_ERROR_INVALID_VALUE) {
+    if (res != CUDA_ERROR_NOT_SUPPORTED && res != CUDA_ERROR_NOT_PERMITTED) {
       return driver(res);
     }
     shareable_[d] = false;

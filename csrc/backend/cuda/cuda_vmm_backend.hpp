@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <sys/types.h>
 
 #include <map>
 #include <mutex>
@@ -113,10 +114,13 @@ class CudaVmmBackend final : public CudaBackendBase {
   // Closes a granule's exported descriptor, if any; the mutex is held.
   static void unexport_locked(Granule& g) noexcept;
   BackendStatus export_granule_locked(Granule& g, std::string* server);
-  BackendStatus import_locked(int device, uint64_t granularity, const int* fds, size_t count, void** base);
-  // Unmaps the first `mapped` granules, releases every handle and frees
-  // the range (base 0: none reserved yet).
-  BackendStatus close_imported_locked(uintptr_t base, const Imported& imported, size_t mapped);
+  BackendStatus map_imported_locked(Imported& imported, void** base);
+  BackendStatus close_imported_locked(uintptr_t base, const Imported& imported);
+  // The device `device` reads and writes [at, at + bytes).
+  BackendStatus allow_access_locked(int device, CUdeviceptr at, uint64_t bytes);
+  // In a fork child: the granules' exported descriptors are the parent's
+  // (copies of them), named at its server; forget them.
+  void forget_inherited_exports_locked() noexcept;
   void retry_orphans_locked();
 
   DriverApi api_;
@@ -129,6 +133,7 @@ class CudaVmmBackend final : public CudaBackendBase {
   std::vector<bool> shareable_;        // per device: POSIX descriptor handles work
   std::map<uintptr_t, Imported> imported_;  // by the address ipc_open returned
   std::string server_;                      // this process's descriptor server, once one was started
+  pid_t exporter_ = 0;                      // the process server_ and the granules' fds belong to
   // Unmapped handles whose cuMemRelease failed; retried by every later call.
   std::vector<CUmemGenericAllocationHandle> orphans_;
 };

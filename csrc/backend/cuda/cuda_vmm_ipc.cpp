@@ -6,8 +6,11 @@
 // exporter unmaps, until the opener closes it.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include "backend/cuda/cuda_status.hpp"
 #include "backend/cuda/cuda_vmm_backend.hpp"
@@ -25,6 +28,31 @@ struct VmmShare {
 };
 
 constexpr uint32_t kMaxGranules = uint32_t{1} << 16;
+constexpr uint64_t kMaxGranularity = uint64_t{1} << 40;  // so granularity * count cannot wrap
+
+// A handle's contents.
+struct Shared {
+  uint64_t granularity = 0;
+  std::string server;
+  std::vector<uint64_t> ids;
+};
+
+// False if `b` (another process's bytes: anything) is not a VMM handle.
+bool parse(const std::string& b, Shared* out) {
+  VmmShare share{};
+  if (b.size() < 1 + sizeof share) return false;
+  std::memcpy(&share, b.data() + 1, sizeof share);
+  const uint64_t g = share.granularity;
+  if (share.count == 0 || share.count > kMaxGranules || g == 0 || g % 4096 != 0 || g > kMaxGranularity ||
+      b.size() != 1 + sizeof share + uint64_t{share.name_bytes} + uint64_t{share.count} * sizeof(uint64_t)) {
+    return false;
+  }
+  out->granularity = g;
+  out->server = b.substr(1 + sizeof share, share.name_bytes);
+  out->ids.resize(share.count);
+  std::memcpy(out->ids.data(), b.data() + 1 + sizeof share + share.name_bytes, share.count * sizeof(uint64_t));
+  return true;
+}
 
 }  // namespace
 
@@ -54,10 +82,13 @@ BackendStatus CudaVmmBackend::ipc_export(int device, void* segment, uint64_t off
   const uint64_t first = (begin + offset) / g;
   const uint64_t end = (begin + offset + bytes + g - 1) / g;
   if (end - first > kMaxGranules) return usage_error("unipool cuda_vmm: ipc_export of more than 65536 granules");
+  for (uint64_t i = first; i < end; ++i) {
+    if (!r.granules[i].mapped) return usage_error("unipool cuda_vmm: ipc_export of a range not (entirely) mapped");
+  }
+  forget_inherited_exports_locked();
   std::string server;
   std::string ids;
   for (uint64_t i = first; i < end; ++i) {
-    if (!r.granules[i].mapped) return usage_error("unipool cuda_vmm: ipc_export of a range not (entirely) mapped");
     if (BackendStatus s = export_granule_locked(r.granules[i], &server); !s.is_ok()) return s;
     ids.append(reinterpret_cast<const char*>(&r.granules[i].fd_id), sizeof(uint64_t));
   }
@@ -94,6 +125,19 @@ BackendStatus CudaVmmBackend::export_granule_locked(Granule& g, std::string* ser
   return BackendStatus::success();
 }
 
+void CudaVmmBackend::forget_inherited_exports_locked() noexcept {
+  if (exporter_ == getpid()) return;
+  for (auto& [base, r] : reservations_) {
+    for (Granule& g : r.granules) {
+      if (g.fd >= 0) close(g.fd);  // this process's copy
+      g.fd = -1;
+      g.fd_id = 0;
+    }
+  }
+  server_.clear();
+  exporter_ = getpid();
+}
+
 void CudaVmmBackend::unexport_locked(Granule& g) noexcept {
   if (g.fd < 0) return;
   os::withdraw_descriptor(g.fd_id);
@@ -107,56 +151,55 @@ BackendStatus CudaVmmBackend::ipc_open(int device, const IpcHandle& handle, void
   if (base == nullptr) return usage_error("unipool cuda_vmm: ipc_open needs an output");
   *base = nullptr;
   if (BackendStatus status = usable(); !status.is_ok()) return status;
-  VmmShare share{};
-  const std::string& b = handle.bytes;
-  if (b.size() >= 1 + sizeof share) std::memcpy(&share, b.data() + 1, sizeof share);
-  const uint64_t g = share.granularity;
-  if (b.size() < 1 + sizeof share || share.count == 0 || share.count > kMaxGranules || g == 0 || g % 4096 != 0 ||
-      b.size() != 1 + sizeof share + share.name_bytes + uint64_t{share.count} * sizeof(uint64_t)) {
-    return usage_error("unipool cuda_vmm: ipc_open of a malformed handle");
-  }
-  const std::string server = b.substr(1 + sizeof share, share.name_bytes);
-  std::vector<uint64_t> ids(share.count);
-  std::memcpy(ids.data(), b.data() + 1 + sizeof share + share.name_bytes, ids.size() * sizeof(uint64_t));
-  std::vector<int> fds(share.count, -1);
-  if (BackendStatus s = os::fetch_descriptors(server, ids.data(), ids.size(), fds.data()); !s.is_ok()) return s;
+  Shared share;
+  if (!parse(handle.bytes, &share)) return usage_error("unipool cuda_vmm: ipc_open of a malformed handle");
+  Imported imported{device, share.granularity, {}};
+  // A batch of descriptors at a time, each closed once imported, so this
+  // process needs room for kMaxFetch of them, not one per granule.
   BackendStatus status;
-  {
+  for (size_t at = 0; at < share.ids.size() && status.is_ok(); at += os::kMaxFetch) {
+    int fds[os::kMaxFetch];
+    const size_t n = std::min(os::kMaxFetch, share.ids.size() - at);
+    status = os::fetch_descriptors(share.server, share.ids.data() + at, n, fds);
+    if (!status.is_ok()) break;
     std::lock_guard lock(mutex_);
-    DeviceGuard guard(device);
-    status = guard.ok() ? import_locked(device, g, fds.data(), fds.size(), base) : guard.status();
+    for (size_t i = 0; i < n; ++i) {
+      CUmemGenericAllocationHandle h = 0;
+      if (status.is_ok()) {
+        status = driver(api_.import_from_shareable_handle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(fds[i])),
+                                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+      }
+      if (status.is_ok()) imported.handles.push_back(h);
+      close(fds[i]);  // the imported handle holds the memory
+    }
   }
-  for (const int fd : fds) close(fd);  // the imported handles hold the memory
+  std::lock_guard lock(mutex_);
+  DeviceGuard guard(device);
+  if (status.is_ok()) status = guard.ok() ? map_imported_locked(imported, base) : guard.status();
+  if (!status.is_ok()) {
+    for (const CUmemGenericAllocationHandle h : imported.handles) release_handle_locked(h);
+  }
   return status;
 }
 
-BackendStatus CudaVmmBackend::import_locked(int device, uint64_t granularity, const int* fds, size_t count,
-                                            void** base) {
-  Imported imported{device, granularity, {}};
-  BackendStatus status;
-  for (size_t i = 0; i < count && status.is_ok(); ++i) {
-    CUmemGenericAllocationHandle h = 0;
-    status = driver(api_.import_from_shareable_handle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(fds[i])),
-                                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-    if (status.is_ok()) imported.handles.push_back(h);
-  }
-  const auto size = static_cast<size_t>(granularity);
+// Reserves a range for the imported granules, maps them and lets the
+// device use them; all or nothing (the caller releases the handles on
+// failure).
+BackendStatus CudaVmmBackend::map_imported_locked(Imported& imported, void** base) {
+  const auto size = static_cast<size_t>(imported.granularity);
+  const size_t count = imported.handles.size();
   CUdeviceptr ptr = 0;
-  if (status.is_ok()) status = driver(api_.address_reserve(&ptr, size * count, size, 0, 0));
+  BackendStatus status = driver(api_.address_reserve(&ptr, size * count, size, 0, 0));
+  if (!status.is_ok()) return status;
   size_t mapped = 0;
-  for (; status.is_ok() && mapped < count; ++mapped) {
+  while (status.is_ok() && mapped < count) {
     status = driver(api_.map(ptr + mapped * size, size, 0, imported.handles[mapped], 0));
-    if (!status.is_ok()) break;
+    if (status.is_ok()) ++mapped;
   }
-  if (status.is_ok()) {
-    CUmemAccessDesc access{};
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = device;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    status = driver(api_.set_access(ptr, size * count, &access, 1));
-  }
+  if (status.is_ok()) status = allow_access_locked(imported.device, ptr, size * count);
   if (!status.is_ok()) {
-    (void)close_imported_locked(static_cast<uintptr_t>(ptr), imported, mapped);
+    if (mapped != 0) (void)api_.unmap(ptr, size * mapped);
+    (void)api_.address_free(ptr, size * count);
     return status;
   }
   imported_.emplace(static_cast<uintptr_t>(ptr), std::move(imported));
@@ -164,17 +207,14 @@ BackendStatus CudaVmmBackend::import_locked(int device, uint64_t granularity, co
   return status;
 }
 
-BackendStatus CudaVmmBackend::close_imported_locked(uintptr_t base, const Imported& imported, size_t mapped) {
-  const uint64_t g = imported.granularity;
-  if (mapped != 0) {
-    if (BackendStatus s = driver(api_.unmap(static_cast<CUdeviceptr>(base), static_cast<size_t>(g * mapped)));
-        !s.is_ok()) {
-      return s;
-    }
-  }
+// Unmapping first: if it fails, the mapping is whole and the caller may
+// close it again. Then the handles and the range go, whatever happens.
+BackendStatus CudaVmmBackend::close_imported_locked(uintptr_t base, const Imported& imported) {
+  const auto bytes = static_cast<size_t>(imported.granularity * imported.handles.size());
+  if (BackendStatus s = driver(api_.unmap(static_cast<CUdeviceptr>(base), bytes)); !s.is_ok()) return s;
   for (const CUmemGenericAllocationHandle h : imported.handles) release_handle_locked(h);
-  if (base == 0) return BackendStatus::success();
-  return driver(api_.address_free(static_cast<CUdeviceptr>(base), static_cast<size_t>(g * imported.handles.size())));
+  (void)api_.address_free(static_cast<CUdeviceptr>(base), bytes);
+  return BackendStatus::success();
 }
 
 BackendStatus CudaVmmBackend::ipc_close(int device, void* base) {
@@ -185,7 +225,7 @@ BackendStatus CudaVmmBackend::ipc_close(int device, void* base) {
       if (it->second.device != device) return usage_error("unipool cuda_vmm: ipc_close on another device");
       DeviceGuard guard(device);
       if (!guard.ok()) return guard.status();
-      const BackendStatus status = close_imported_locked(it->first, it->second, it->second.handles.size());
+      const BackendStatus status = close_imported_locked(it->first, it->second);
       if (status.is_ok()) imported_.erase(it);
       return status;
     }

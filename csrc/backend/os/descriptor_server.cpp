@@ -1,5 +1,6 @@
 #include "backend/os/descriptor_server.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -8,9 +9,10 @@
 #include <cerrno>
 #include <map>
 #include <mutex>
+#include <new>
 #include <random>
+#include <system_error>
 #include <thread>
-#include <vector>
 
 #include "backend/os/unix_socket.hpp"
 
@@ -20,7 +22,7 @@ namespace {
 // A request: the magic word, the count, then `count` ids. An answer per id:
 // the magic word and a found flag, with the descriptor when found.
 constexpr uint64_t kMagic = 0x7364666c6f6f7075;  // "upoolfds"
-constexpr uint64_t kMaxIds = uint64_t{1} << 16;  // 128 GiB of 2 MiB granules
+constexpr int kRequestMs = 2000;                 // for a client to send its whole request
 
 struct Answer {
   uint64_t magic;
@@ -36,14 +38,19 @@ class Server {
     return *server;
   }
 
-  BackendStatus publish(int fd, uint64_t* id, std::string* name) {
+  BackendStatus publish(int fd, uint64_t* id, std::string* name) noexcept {
     std::lock_guard lock(mutex_);
     if (listen_fd_ < 0) {
       if (BackendStatus s = start_locked(); !s.is_ok()) return s;
     }
+    try {
+      published_.emplace(next_id_, fd);
+      *name = name_;
+    } catch (const std::bad_alloc&) {
+      published_.erase(next_id_);
+      return BackendStatus{BackendStatus::out_of_memory, ENOMEM, "unipool: out of memory to share a descriptor"};
+    }
     *id = next_id_++;
-    published_.emplace(*id, fd);
-    *name = name_;
     return BackendStatus::success();
   }
 
@@ -66,13 +73,22 @@ class Server {
                    });
   }
 
-  BackendStatus start_locked() {
-    // A random part: a name is never reused by a later process of this pid.
-    name_ = "unipool.fds." + std::to_string(getpid()) + "." + std::to_string(std::random_device{}());
+  BackendStatus start_locked() noexcept {
+    try {
+      // A random part: a name is never reused by a later process of this pid.
+      name_ = "unipool.fds." + std::to_string(getpid()) + "." + std::to_string(std::random_device{}());
+    } catch (const std::exception&) {
+      return fail("unipool: cannot name a socket to share descriptors");
+    }
     const int fd = listen_abstract(name_);
     if (fd < 0) return fail("unipool: cannot listen on a socket to share descriptors", errno);
+    try {
+      std::thread([this, fd] { serve(fd); }).detach();
+    } catch (const std::system_error& e) {
+      close_listening(fd);
+      return fail("unipool: cannot start the thread that shares descriptors", e.code().value());
+    }
     listen_fd_ = fd;
-    std::thread([this, fd] { serve(fd); }).detach();
     return BackendStatus::success();
   }
 
@@ -83,9 +99,13 @@ class Server {
       pollfd p{listen_fd, POLLIN, 0};
       if (poll(&p, 1, -1) < 0 && errno != EINTR) return;
       const int conn = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (conn < 0) continue;
-      timeval timeout{2, 0};  // a client that connects and says nothing
-      setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+      if (conn < 0) {
+        // Out of descriptors: wait for some to close rather than spin.
+        if (errno == EMFILE || errno == ENFILE) poll(nullptr, 0, 100);
+        continue;
+      }
+      timeval timeout{2, 0};  // a client that stops reading
+      setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
       if (peer_is_same_user(conn)) answer(conn);
       close(conn);
     }
@@ -93,29 +113,28 @@ class Server {
 
   void answer(int conn) noexcept {
     uint64_t header[2] = {};
-    if (!read_all(conn, header, sizeof header) || header[0] != kMagic || header[1] > kMaxIds) return;
+    if (!receive_all(conn, header, sizeof header, kRequestMs) || header[0] != kMagic || header[1] == 0 ||
+        header[1] > kMaxFetch) {
+      return;
+    }
     // Every id before any answer: a client sends them all before reading.
-    std::vector<uint64_t> ids(header[1]);
-    if (!read_all(conn, ids.data(), ids.size() * sizeof(uint64_t))) return;
-    for (const uint64_t id : ids) {
-      // Sent under the lock: a withdrawn descriptor may be closed (and its
-      // number reused) as soon as withdraw() returns.
-      std::lock_guard lock(mutex_);
-      const auto it = published_.find(id);
-      const Answer a{kMagic, it != published_.end() ? 1u : 0u};
-      if (!send_with_fd(conn, &a, sizeof a, it != published_.end() ? it->second : -1)) return;
+    uint64_t ids[kMaxFetch];
+    if (!receive_all(conn, ids, header[1] * sizeof(uint64_t), kRequestMs)) return;
+    for (uint64_t i = 0; i < header[1]; ++i) {
+      // A copy taken under the lock (the caller may close its descriptor as
+      // soon as withdraw() returns), sent without it: a slow client must
+      // not hold up withdraw(), nor a fork.
+      int copy = -1;
+      {
+        std::lock_guard lock(mutex_);
+        const auto it = published_.find(ids[i]);
+        if (it != published_.end()) copy = fcntl(it->second, F_DUPFD_CLOEXEC, 0);
+      }
+      const Answer a{kMagic, copy >= 0 ? 1u : 0u};
+      const bool sent = send_with_fd(conn, &a, sizeof a, copy);
+      if (copy >= 0) close(copy);
+      if (!sent) return;
     }
-  }
-
-  static bool read_all(int conn, void* data, size_t bytes) noexcept {
-    auto* at = static_cast<char*>(data);
-    while (bytes != 0) {
-      const ssize_t got = recv(conn, at, bytes, 0);
-      if (got <= 0) return false;
-      at += got;
-      bytes -= static_cast<size_t>(got);
-    }
-    return true;
   }
 
   std::mutex mutex_;
@@ -127,7 +146,7 @@ class Server {
 
 }  // namespace
 
-BackendStatus publish_descriptor(int fd, uint64_t* id, std::string* server) {
+BackendStatus publish_descriptor(int fd, uint64_t* id, std::string* server) noexcept {
   if (fd < 0 || id == nullptr || server == nullptr) return fail("unipool: publish_descriptor: bad arguments");
   return Server::of_this_process().publish(fd, id, server);
 }
@@ -145,6 +164,7 @@ BackendStatus receive_one(int conn, int* fd) {
   }
   if (*fd >= 0) close(*fd);
   *fd = -1;
+  if (got < 0 && errno == EMFILE) return fail("unipool: this process is out of file descriptors", EMFILE);
   if (got < 0) return fail("unipool: the process sharing the memory did not answer", errno);
   if (got == 0) return fail("unipool: the process sharing the memory refused the request");
   if (a.magic != kMagic) return fail("unipool: the process sharing the memory answered in another protocol");
@@ -154,22 +174,26 @@ BackendStatus receive_one(int conn, int* fd) {
 }  // namespace
 
 BackendStatus fetch_descriptors(const std::string& server, const uint64_t* ids, size_t count, int* fds) {
-  if (count == 0 || count > kMaxIds || ids == nullptr || fds == nullptr) {
+  if (count == 0 || count > kMaxFetch || ids == nullptr || fds == nullptr) {
     return fail("unipool: fetch_descriptors: bad arguments");
   }
   const int conn = connect_abstract(server, 0);
   if (conn < 0) return fail("unipool: the process sharing the memory is gone", errno);
-  const uint64_t header[2] = {kMagic, count};
   BackendStatus status;
-  if (send(conn, header, sizeof header, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof header) ||
-      send(conn, ids, count * sizeof *ids, MSG_NOSIGNAL) != static_cast<ssize_t>(count * sizeof *ids)) {
+  const uint64_t header[2] = {kMagic, count};
+  if (!peer_is_same_user(conn)) {
+    status = fail("unipool: the process sharing the memory runs as another user");
+  } else if (!send_all(conn, header, sizeof header) || !send_all(conn, ids, count * sizeof *ids)) {
     status = fail("unipool: could not ask the process sharing the memory", errno);
   }
   size_t got = 0;
   for (; status.is_ok() && got < count; ++got) status = receive_one(conn, &fds[got]);
   close(conn);
   if (status.is_ok()) return status;
-  for (size_t i = 0; i + 1 < got; ++i) close(fds[i]);  // all or none
+  for (size_t i = 0; i + 1 < got; ++i) {  // all or none
+    close(fds[i]);
+    fds[i] = -1;
+  }
   return status;
 }
 

@@ -21,14 +21,19 @@
 
 namespace unipool::backend::os {
 
+// The most descriptors one fetch asks for: the caller needs room for them
+// all at once.
+inline constexpr size_t kMaxFetch = 64;
+
 // Publishes `fd`, which the caller keeps open until it withdraws it.
 // Returns its id in *id and the server's name in *server.
-BackendStatus publish_descriptor(int fd, uint64_t* id, std::string* server);
+BackendStatus publish_descriptor(int fd, uint64_t* id, std::string* server) noexcept;
 // After this returns, no process receives a new copy of it.
 void withdraw_descriptor(uint64_t id) noexcept;
 
 // Receives copies of the descriptors published under ids[0..count) at
-// `server`, into fds[0..count): all of them, or none and an error.
+// `server` (count <= kMaxFetch), into fds[0..count): all of them, or none
+// and an error.
 BackendStatus fetch_descriptors(const std::string& server, const uint64_t* ids, size_t count, int* fds);
 
 }  // namespace unipool::backend::os

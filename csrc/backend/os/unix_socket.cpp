@@ -1,5 +1,6 @@
 #include "backend/os/unix_socket.hpp"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -7,12 +8,13 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 namespace unipool::backend::os {
 namespace {
 
-// -1 if the name does not fit (sun_path holds 107 bytes after the '\0').
+// 0 if the name does not fit (sun_path holds 107 bytes after the '\0').
 socklen_t address_of(const std::string& name, sockaddr_un* a) noexcept {
   std::memset(a, 0, sizeof *a);
   a->sun_family = AF_UNIX;
@@ -25,6 +27,18 @@ socklen_t address_of(const std::string& name, sockaddr_un* a) noexcept {
 // handler closes them without taking a lock.
 std::atomic<int> g_listening[64];
 
+// Registered when the library loads, not on first listen: a caller may
+// listen while holding a lock that another fork handler takes, and
+// pthread_atfork waits for the lock glibc holds across a fork.
+const int g_watching_forks = pthread_atfork(nullptr, nullptr, close_listening_sockets_in_child);
+
+// Sets a send and a receive timeout on `s`.
+void set_timeouts(int s, int seconds) noexcept {
+  timeval timeout{seconds, 0};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+}
+
 void note_listening(int fd) noexcept {
   for (std::atomic<int>& slot : g_listening) {
     int empty = 0;
@@ -35,8 +49,7 @@ void note_listening(int fd) noexcept {
 }  // namespace
 
 int listen_abstract(const std::string& name) noexcept {
-  static const int watching_forks = pthread_atfork(nullptr, nullptr, close_listening_sockets_in_child);
-  (void)watching_forks;
+  (void)g_watching_forks;
   sockaddr_un a;
   const socklen_t len = address_of(name, &a);
   if (len == 0) {
@@ -81,8 +94,7 @@ int connect_abstract(const std::string& name, int retry_ms) noexcept {
     const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0) return -1;
     if (connect(s, reinterpret_cast<sockaddr*>(&a), len) == 0) {
-      timeval timeout{5, 0};  // a server that accepted but never answers
-      setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+      set_timeouts(s, 5);  // a server that accepted but never answers
       return s;
     }
     const int e = errno;
@@ -129,13 +141,55 @@ ssize_t receive_with_fd(int conn, void* data, size_t bytes, int* fd) noexcept {
   msg.msg_iovlen = 1;
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
-  const ssize_t got = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
+  ssize_t got;
+  do {
+    got = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
+  } while (got < 0 && errno == EINTR);
   if (got < 0) return -1;
   const cmsghdr* c = CMSG_FIRSTHDR(&msg);
   if (c != nullptr && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
     std::memcpy(fd, CMSG_DATA(c), sizeof *fd);
   }
+  // The kernel drops a descriptor this process has no room for.
+  if (msg.msg_flags & MSG_CTRUNC) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+    errno = EMFILE;
+    return -1;
+  }
   return got;
+}
+
+bool send_all(int conn, const void* data, size_t bytes) noexcept {
+  const auto* at = static_cast<const char*>(data);
+  while (bytes != 0) {
+    const ssize_t sent = send(conn, at, bytes, MSG_NOSIGNAL);
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent <= 0) return false;
+    at += sent;
+    bytes -= static_cast<size_t>(sent);
+  }
+  return true;
+}
+
+bool receive_all(int conn, void* data, size_t bytes, int timeout_ms) noexcept {
+  auto* at = static_cast<char*>(data);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (bytes != 0) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{conn, POLLIN, 0};
+    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) == 0) {
+      errno = ETIMEDOUT;
+      return false;
+    }
+    const ssize_t got = recv(conn, at, bytes, MSG_DONTWAIT);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got <= 0) return false;
+    at += got;
+    bytes -= static_cast<size_t>(got);
+  }
+  return true;
 }
 
 }  // namespace unipool::backend::os

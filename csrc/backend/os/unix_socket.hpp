@@ -23,7 +23,7 @@ void close_listening_sockets_in_child() noexcept;
 
 // Connects to `name`; a refused connection (nobody bound, or a server
 // restarting) is retried every 10 ms for `retry_ms`. Returns the socket
-// (close-on-exec, receives time out after 5 s), or -1 with errno.
+// (close-on-exec, sends and receives time out after 5 s), or -1 with errno.
 int connect_abstract(const std::string& name, int retry_ms) noexcept;
 
 // Whether the process at the other end runs as this process's user.
@@ -33,7 +33,14 @@ bool peer_is_same_user(int conn) noexcept;
 bool send_with_fd(int conn, const void* data, size_t bytes, int fd) noexcept;
 // Receives one message of up to `bytes` into `data`, and the descriptor it
 // carried into *fd (-1 if none; close-on-exec). Returns the bytes
-// received, or -1 with errno.
+// received, or -1 with errno (EMFILE: this process had no room for the
+// descriptor, which the kernel dropped).
 ssize_t receive_with_fd(int conn, void* data, size_t bytes, int* fd) noexcept;
+
+// All `bytes`, however the kernel splits them and whatever signal comes.
+bool send_all(int conn, const void* data, size_t bytes) noexcept;
+// All `bytes` within `timeout_ms` in total (errno ETIMEDOUT), so a peer
+// that sends a byte at a time cannot hold the caller.
+bool receive_all(int conn, void* data, size_t bytes, int timeout_ms) noexcept;
 
 }  // namespace unipool::backend::os
