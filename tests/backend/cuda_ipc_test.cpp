@@ -18,14 +18,8 @@ namespace {
 
 using backend::make_cuda_backend;
 
-class CudaIpc : public NullGpuTest {
+class CudaIpc : public NullGpuIpcTest {
  protected:
-  gpu::Config config() const override {
-    gpu::Config c;
-    c.capacity = 64 * gpu::kMiB;
-    c.ipc = true;
-    return c;
-  }
   std::unique_ptr<DeviceBackend> backend = make_cuda_backend("cuda_malloc");
 };
 

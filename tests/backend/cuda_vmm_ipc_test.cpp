@@ -22,23 +22,17 @@ namespace {
 using backend::make_cuda_backend;
 constexpr uint64_t kG = 2 * gpu::kMiB;  // the null GPU's granularity
 
-class CudaVmmIpc : public NullGpuTest {
+class CudaVmmIpc : public NullGpuIpcTest {
  protected:
-  gpu::Config config() const override {
-    gpu::Config c;
-    c.capacity = 256 * gpu::kMiB;
-    c.ipc = true;
-    return c;
-  }
   // Made after SetUp, which sets the null GPU's configuration up.
   void SetUp() override {
-    NullGpuTest::SetUp();
+    NullGpuIpcTest::SetUp();
     backend = make_cuda_backend("cuda_vmm");
     ASSERT_TRUE(backend->supports_expandable());
   }
   void TearDown() override {
     backend.reset();
-    NullGpuTest::TearDown();
+    NullGpuIpcTest::TearDown();
   }
   std::unique_ptr<DeviceBackend> backend;
 };

@@ -27,6 +27,17 @@ class NullGpuTest : public ::testing::Test {
   }
 };
 
+// A null GPU whose device memory other processes can map (Config::ipc).
+class NullGpuIpcTest : public NullGpuTest {
+ protected:
+  gpu::Config config() const override {
+    gpu::Config c;
+    c.capacity = 256 * gpu::kMiB;
+    c.ipc = true;
+    return c;
+  }
+};
+
 // Whether the process can write one byte at `p`, asked of the kernel (a
 // read() into it fails with EFAULT if not), so no signal is raised.
 inline bool writable(void* p) {

@@ -23,23 +23,17 @@ struct Setup {
   int expandable;
 };
 
-class PoolIpcOnNullGpu : public NullGpuTest, public ::testing::WithParamInterface<Setup> {
+class PoolIpcOnNullGpu : public NullGpuIpcTest, public ::testing::WithParamInterface<Setup> {
  protected:
-  gpu::Config config() const override {
-    gpu::Config c;
-    c.capacity = 256 * kMiB;
-    c.ipc = true;
-    return c;
-  }
   void SetUp() override {
-    NullGpuTest::SetUp();
+    NullGpuIpcTest::SetUp();
     DevicePoolConfig c;
     c.expandable_segments = GetParam().expandable;
     pool = std::make_unique<DevicePool>(backend::make_cuda_backend(GetParam().backend), 0, c);
   }
   void TearDown() override {
     pool.reset();
-    NullGpuTest::TearDown();
+    NullGpuIpcTest::TearDown();
   }
   std::unique_ptr<DevicePool> pool;
 };
