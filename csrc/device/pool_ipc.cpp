@@ -60,18 +60,19 @@ std::shared_ptr<void> DevicePool::ipc_open(const std::string& handle) {
     }
   }
   // Opened without the lock (it may wait on the sending process), so two
-  // threads may open one handle at once: the first to file it wins.
+  // threads may open one handle at once: the first to file it wins, and
+  // the other closes its own (cudaIpc counts opens of one handle; VMM
+  // imports are mappings of their own).
   void* base = nullptr;
   const BackendStatus s = p.backend->ipc_open(p.device, {handle}, &base);
   if (!s.is_ok()) throw DevicePoolError(Status::backend_error, std::string("unipool: ipc_open: ") + s.message);
-  std::lock_guard lock(m.mutex);
-  if (const auto it = m.open.find(handle); it != m.open.end()) {
-    if (std::shared_ptr<void> live = it->second.lock()) {
-      (void)p.backend->ipc_close(p.device, base);
-      return live;
-    }
-  }
+  // Both made before the lock is taken, so they are destroyed after it is
+  // released: the deleter takes it.
   std::shared_ptr<void> mapped = shared_mapping(base, p.backend, p.device, p.ipc_mappings, handle);
+  std::shared_ptr<void> winner;
+  std::lock_guard lock(m.mutex);
+  if (const auto it = m.open.find(handle); it != m.open.end()) winner = it->second.lock();
+  if (winner) return winner;  // `mapped` closes once the lock is released
   m.open[handle] = mapped;
   return mapped;
 }

@@ -45,6 +45,25 @@ TEST_F(CudaIpc, AnotherProcessMapsTheSegmentBothWays) {
   EXPECT_TRUE(backend->deallocate(0, p, kBytes).is_ok());
 }
 
+// As with CUDA, a process that opens one handle twice gets one mapping,
+// unmapped with the last close.
+TEST_F(CudaIpc, OpensOfOneHandleAreCounted) {
+  void* p = nullptr;
+  ASSERT_TRUE(backend->allocate(0, gpu::kMiB, &p).is_ok());
+  static_cast<unsigned char*>(p)[0] = 0x33;
+  DeviceBackend::IpcHandle h;
+  ASSERT_TRUE(backend->ipc_export(0, p, 0, gpu::kMiB, &h).is_ok());
+  EXPECT_TRUE(in_child([&] {
+    void *first = nullptr, *second = nullptr;
+    if (!backend->ipc_open(0, h, &first).is_ok() || !backend->ipc_open(0, h, &second).is_ok()) return false;
+    const bool same = first == second;
+    const bool kept =
+        backend->ipc_close(0, first).is_ok() && readable(second) && static_cast<unsigned char*>(second)[0] == 0x33;
+    return same && kept && backend->ipc_close(0, second).is_ok() && !readable(second);
+  }));
+  EXPECT_TRUE(backend->deallocate(0, p, gpu::kMiB).is_ok());
+}
+
 TEST_F(CudaIpc, EventsCrossProcessesAsInterprocessEvents) {
   cudaEvent_t event = nullptr, plain = nullptr, opened = nullptr;
   ASSERT_EQ(cudaEventCreateWithFlags(&event, cudaEventInterprocess | cudaEventDisableTiming), cudaSuccess);

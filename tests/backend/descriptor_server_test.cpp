@@ -1,9 +1,11 @@
 // The descriptor server (backend/os): descriptors published by this process
 // reach a forked child over the abstract socket until withdrawn; requests
 // that are not of the protocol are dropped without stopping the server; a
-// fork child serves its own descriptors under a name of its own.
+// fork child closes its copies of its parent's and serves its own under a
+// name of its own.
 #include "backend/os/descriptor_server.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,7 +23,8 @@ using backend::os::fetch_descriptors;
 using backend::os::publish_descriptor;
 using backend::os::withdraw_descriptor;
 
-// A pipe whose read end is published; the child reads what the parent wrote.
+// A pipe whose read end is published (the server owns it then); the child
+// reads what the parent wrote.
 struct Published {
   int fds[2] = {-1, -1};
   uint64_t id = 0;
@@ -32,8 +35,7 @@ struct Published {
     EXPECT_TRUE(publish_descriptor(fds[0], &id, &server).is_ok());
   }
   ~Published() {
-    withdraw_descriptor(id);
-    close(fds[0]);
+    withdraw_descriptor(id);  // closes fds[0]
     close(fds[1]);
   }
 };
@@ -57,6 +59,7 @@ TEST(DescriptorServer, LendsUntilWithdrawn) {
   EXPECT_NE(std::string(s.message).find("freed or unmapped"), std::string::npos) << s.message;
   EXPECT_EQ(fds[0], -1);  // all or none: the first was closed again
   withdraw_descriptor(p.id);
+  EXPECT_EQ(fcntl(p.fds[0], F_GETFD), -1);  // the server closed it
   EXPECT_FALSE(in_child([&] { return child_reads(p.server, p.id); }));
 }
 
@@ -64,7 +67,8 @@ TEST(DescriptorServer, RefusesBadArgumentsAndUnknownServers) {
   uint64_t id = 1;
   int fd = -1;
   EXPECT_FALSE(fetch_descriptors("unipool.fds.nobody", &id, 1, &fd).is_ok());
-  EXPECT_NE(std::string(fetch_descriptors("unipool.fds.nobody", &id, 1, &fd).message).find("is gone"),
+  EXPECT_NE(std::string(fetch_descriptors("unipool.fds.nobody", &id, 1, &fd).message)
+                .find("process sharing the memory is gone"),
             std::string::npos);
   EXPECT_FALSE(fetch_descriptors("x", &id, 0, &fd).is_ok());
   EXPECT_FALSE(fetch_descriptors("x", &id, backend::os::kMaxFetch + 1, &fd).is_ok());
@@ -95,9 +99,12 @@ TEST(DescriptorServer, AForkChildServesUnderItsOwnName) {
   const pid_t pid = fork();
   if (pid == 0) {
     close(names[0]);
+    // Its copy of what the parent lends is closed at the fork.
+    const bool closed = fcntl(parent.fds[0], F_GETFD) == -1;
     Published mine;  // the child's own server: the parent's is not its to serve
-    const bool own = mine.server != parent.server;
-    const std::string message = (own ? "" : "same name") + mine.server + "\n" + std::to_string(mine.id);
+    const bool own = mine.server != parent.server && closed;
+    const std::string message =
+        (own ? "" : "same name or kept descriptor ") + mine.server + "\n" + std::to_string(mine.id);
     (void)!write(names[1], message.data(), message.size());
     close(names[1]);
     _exit(own ? 0 : 1);
@@ -115,7 +122,9 @@ TEST(DescriptorServer, AForkChildServesUnderItsOwnName) {
   const std::string child_server = reply.substr(0, reply.find('\n'));
   uint64_t id = std::stoull(reply.substr(reply.find('\n') + 1));
   int fd = -1;
-  EXPECT_NE(std::string(fetch_descriptors(child_server, &id, 1, &fd).message).find("is gone"), std::string::npos);
+  EXPECT_NE(
+      std::string(fetch_descriptors(child_server, &id, 1, &fd).message).find("process sharing the memory is gone"),
+      std::string::npos);
   EXPECT_TRUE(in_child([&] { return child_reads(parent.server, parent.id); }));  // the parent's still serves
 }
 #endif

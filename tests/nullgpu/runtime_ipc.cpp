@@ -3,8 +3,10 @@
 // process and the memfd's descriptor there, and the opening process takes
 // a copy of that descriptor with pidfd_getfd (which the kernel allows to a
 // process that may ptrace the other: the same user, under the default Yama
-// policy) and maps it. Every copy on the null GPU is done when its call
-// returns, so an event opened from another process's handle is complete.
+// policy) and maps it, once: opening a handle again returns the same
+// pointer, and it is unmapped with the last close, as CUDA counts opens.
+// Every copy on the null GPU is done when its call returns, so an event
+// opened from another process's handle is complete.
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -91,6 +93,14 @@ cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsig
   MemBlob blob;
   std::memcpy(&blob, &handle, sizeof blob);
   if (blob.magic != kMemMagic || !call.s.valid_device(blob.device)) return call.fail(cudaErrorInvalidResourceHandle);
+  // Opened already: CUDA counts the opens and returns the same pointer.
+  for (auto& [base, a] : call.s.allocations) {
+    if (a.opened && a.source == blob.pid && a.serial == blob.serial) {
+      ++a.opens;
+      *devPtr = reinterpret_cast<void*>(base);
+      return cudaSuccess;
+    }
+  }
   const int fd = take_descriptor(blob.pid, blob.fd);
   if (fd < 0) return call.fail(cudaErrorInvalidResourceHandle);  // the exporter is gone
   if (!is_allocation(fd, blob.serial)) {                         // the allocation is gone
@@ -102,8 +112,8 @@ cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsig
   void* base = map_shared_memory(blob.mapped_bytes, 256, &mapped, &kept, fd);
   close(fd);  // the mapping holds the memory
   if (base == nullptr) return call.fail(cudaErrorMapBufferObjectFailed);
-  call.s.allocations.emplace(reinterpret_cast<uintptr_t>(base),
-                             DeviceAllocation{blob.device, blob.bytes, false, mapped, -1, true});
+  call.s.allocations.emplace(reinterpret_cast<uintptr_t>(base), DeviceAllocation{blob.device, blob.bytes, false, mapped,
+                                                                                 -1, true, blob.serial, blob.pid, 1});
   *devPtr = base;
   return cudaSuccess;
 }
@@ -113,6 +123,7 @@ cudaError_t cudaIpcCloseMemHandle(void* devPtr) {
   if (call.refused()) return call.runtime_refusal();
   const auto it = call.s.allocations.find(reinterpret_cast<uintptr_t>(devPtr));
   if (it == call.s.allocations.end() || !it->second.opened) return call.fail(cudaErrorInvalidValue);
+  if (--it->second.opens > 0) return cudaSuccess;
   munmap(devPtr, it->second.mapped_bytes);
   call.s.allocations.erase(it);
   return cudaSuccess;

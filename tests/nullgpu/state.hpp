@@ -86,6 +86,8 @@ struct DeviceAllocation {  // cudaMalloc or ncclMemAlloc, or another process's o
   int fd = -1;            // its memfd (Config::ipc), which IPC handles name
   bool opened = false;    // cudaIpcOpenMemHandle: closed with cudaIpcCloseMemHandle, not freed
   uint64_t serial = 0;    // unique in the process: a handle to a freed allocation never names a new one
+  int source = 0;         // an opened one's: the exporting process (and `serial` there)
+  int opens = 0;          // an opened one's: opens not yet closed
 };
 struct HostAllocation {  // cudaHostAlloc / cudaMallocHost: pinned from birth
   uint64_t bytes;

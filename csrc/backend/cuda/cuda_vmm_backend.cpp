@@ -300,7 +300,7 @@ BackendStatus CudaVmmBackend::map_locked(Reservation& r, uintptr_t base, uint64_
       release_handle_locked(handle);
       break;
     }
-    r.granules[first + done] = Granule{handle, true, -1, 0};
+    r.granules[first + done] = Granule{handle, true, 0};
     ++r.mapped;
   }
   if (status.is_ok()) {

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cuda.h>
-#include <sys/types.h>
 
 #include <map>
 #include <mutex>
@@ -70,8 +69,7 @@ class CudaVmmBackend final : public CudaBackendBase {
   struct Granule {
     CUmemGenericAllocationHandle handle = 0;
     bool mapped = false;
-    int fd = -1;         // exported by ipc_export; closed when unmapped
-    uint64_t fd_id = 0;  // its id at the descriptor server
+    uint64_t fd_id = 0;  // exported by ipc_export: its descriptor's id at the server, until unmapped
   };
   struct Reservation {
     int device;
@@ -118,9 +116,9 @@ class CudaVmmBackend final : public CudaBackendBase {
   BackendStatus close_imported_locked(uintptr_t base, const Imported& imported);
   // The device `device` reads and writes [at, at + bytes).
   BackendStatus allow_access_locked(int device, CUdeviceptr at, uint64_t bytes);
-  // In a fork child: the granules' exported descriptors are the parent's
-  // (copies of them), named at its server; forget them.
-  void forget_inherited_exports_locked() noexcept;
+  // In a fork child: the granules' ids are the parent's server's (whose
+  // descriptors the child closed at the fork); forget them.
+  void forget_inherited_exports_locked();
   void retry_orphans_locked();
 
   DriverApi api_;
@@ -133,7 +131,6 @@ class CudaVmmBackend final : public CudaBackendBase {
   std::vector<bool> shareable_;        // per device: POSIX descriptor handles work
   std::map<uintptr_t, Imported> imported_;  // by the address ipc_open returned
   std::string server_;                      // this process's descriptor server, once one was started
-  pid_t exporter_ = 0;                      // the process server_ and the granules' fds belong to
   // Unmapped handles whose cuMemRelease failed; retried by every later call.
   std::vector<CUmemGenericAllocationHandle> orphans_;
 };

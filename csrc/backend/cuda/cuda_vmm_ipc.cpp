@@ -4,6 +4,7 @@
 // them (cuMemImportFromShareableHandle) and maps them in a reservation of
 // its own. An imported handle holds the memory, so it outlives whatever the
 // exporter unmaps, until the opener closes it.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -101,10 +102,10 @@ BackendStatus CudaVmmBackend::ipc_export(int device, void* segment, uint64_t off
   return BackendStatus::success();
 }
 
-// Once per granule: the descriptor stays open, lent to any process that
-// asks, until the granule is unmapped (unexport_locked).
+// Once per granule: the descriptor server keeps the descriptor, lent to any
+// process that asks, until the granule is unmapped (unexport_locked).
 BackendStatus CudaVmmBackend::export_granule_locked(Granule& g, std::string* server) {
-  if (g.fd >= 0) {
+  if (g.fd_id != 0) {
     *server = server_;
     return BackendStatus::success();
   }
@@ -114,35 +115,25 @@ BackendStatus CudaVmmBackend::export_granule_locked(Granule& g, std::string* ser
       !s.is_ok()) {
     return s;
   }
-  uint64_t id = 0;
-  if (BackendStatus s = os::publish_descriptor(fd, &id, server); !s.is_ok()) {
-    close(fd);
-    return s;
-  }
+  (void)fcntl(fd, F_SETFD, FD_CLOEXEC);  // a program this process runs must not hold the memory
+  if (BackendStatus s = os::publish_descriptor(fd, &g.fd_id, server); !s.is_ok()) return s;
   server_ = *server;
-  g.fd = fd;
-  g.fd_id = id;
   return BackendStatus::success();
 }
 
-void CudaVmmBackend::forget_inherited_exports_locked() noexcept {
-  if (exporter_ == getpid()) return;
+// A fork child's server has another name, or none yet: the ids the
+// granules carry are its parent's.
+void CudaVmmBackend::forget_inherited_exports_locked() {
+  if (server_.empty() || server_ == os::descriptor_server_name()) return;
   for (auto& [base, r] : reservations_) {
-    for (Granule& g : r.granules) {
-      if (g.fd >= 0) close(g.fd);  // this process's copy
-      g.fd = -1;
-      g.fd_id = 0;
-    }
+    for (Granule& g : r.granules) g.fd_id = 0;
   }
   server_.clear();
-  exporter_ = getpid();
 }
 
 void CudaVmmBackend::unexport_locked(Granule& g) noexcept {
-  if (g.fd < 0) return;
+  if (g.fd_id == 0) return;
   os::withdraw_descriptor(g.fd_id);
-  close(g.fd);
-  g.fd = -1;
   g.fd_id = 0;
 }
 
@@ -163,6 +154,8 @@ BackendStatus CudaVmmBackend::ipc_open(int device, const IpcHandle& handle, void
     status = os::fetch_descriptors(share.server, share.ids.data() + at, n, fds);
     if (!status.is_ok()) break;
     std::lock_guard lock(mutex_);
+    DeviceGuard guard(device);
+    if (!guard.ok()) status = guard.status();
     for (size_t i = 0; i < n; ++i) {
       CUmemGenericAllocationHandle h = 0;
       if (status.is_ok()) {

@@ -11,7 +11,6 @@
 #include <mutex>
 #include <new>
 #include <random>
-#include <system_error>
 #include <thread>
 
 #include "backend/os/unix_socket.hpp"
@@ -28,6 +27,7 @@ struct Answer {
   uint64_t magic;
   uint64_t found;
 };
+constexpr uint64_t kNotFound = 0, kFound = 1, kNoRoom = 2;  // Answer::found
 
 BackendStatus fail(const char* message, int native = 0) { return BackendStatus{BackendStatus::error, native, message}; }
 
@@ -38,16 +38,20 @@ class Server {
     return *server;
   }
 
+  // Takes `fd` over, whatever happens.
   BackendStatus publish(int fd, uint64_t* id, std::string* name) noexcept {
     std::lock_guard lock(mutex_);
     if (listen_fd_ < 0) {
-      if (BackendStatus s = start_locked(); !s.is_ok()) return s;
+      if (BackendStatus s = start_locked(); !s.is_ok()) {
+        close(fd);
+        return s;
+      }
     }
     try {
       published_.emplace(next_id_, fd);
       *name = name_;
     } catch (const std::bad_alloc&) {
-      published_.erase(next_id_);
+      if (published_.erase(next_id_) == 0) close(fd);
       return BackendStatus{BackendStatus::out_of_memory, ENOMEM, "unipool: out of memory to share a descriptor"};
     }
     *id = next_id_++;
@@ -56,19 +60,31 @@ class Server {
 
   void withdraw(uint64_t id) noexcept {
     std::lock_guard lock(mutex_);
-    published_.erase(id);
+    if (const auto it = published_.find(id); it != published_.end()) {
+      close(it->second);
+      published_.erase(it);
+    }
+  }
+
+  std::string name() {
+    std::lock_guard lock(mutex_);
+    return listen_fd_ < 0 ? std::string() : name_;
   }
 
  private:
   Server() {
     // A fork child has no server thread and must not answer for its
     // parent: it starts afresh (its inherited socket is closed by
-    // unix_socket's fork handler). The lock is held across the fork.
+    // unix_socket's fork handler). It closes its copies of the published
+    // descriptors: an exported descriptor holds device memory, which the
+    // parent's unmap could not free while a child kept one. The lock is
+    // held across the fork.
     pthread_atfork([] { of_this_process().mutex_.lock(); }, [] { of_this_process().mutex_.unlock(); },
                    [] {
                      Server& s = of_this_process();
-                     s.listen_fd_ = -1;
+                     for (const auto& [id, fd] : s.published_) close(fd);
                      s.published_.clear();
+                     s.listen_fd_ = -1;
                      s.mutex_.unlock();
                    });
   }
@@ -84,9 +100,9 @@ class Server {
     if (fd < 0) return fail("unipool: cannot listen on a socket to share descriptors", errno);
     try {
       std::thread([this, fd] { serve(fd); }).detach();
-    } catch (const std::system_error& e) {
+    } catch (const std::exception&) {
       close_listening(fd);
-      return fail("unipool: cannot start the thread that shares descriptors", e.code().value());
+      return fail("unipool: cannot start the thread that shares descriptors");
     }
     listen_fd_ = fd;
     return BackendStatus::success();
@@ -125,12 +141,16 @@ class Server {
       // soon as withdraw() returns), sent without it: a slow client must
       // not hold up withdraw(), nor a fork.
       int copy = -1;
+      uint64_t found = kNotFound;
       {
         std::lock_guard lock(mutex_);
         const auto it = published_.find(ids[i]);
-        if (it != published_.end()) copy = fcntl(it->second, F_DUPFD_CLOEXEC, 0);
+        if (it != published_.end()) {
+          copy = fcntl(it->second, F_DUPFD_CLOEXEC, 0);
+          found = copy >= 0 ? kFound : kNoRoom;
+        }
       }
-      const Answer a{kMagic, copy >= 0 ? 1u : 0u};
+      const Answer a{kMagic, found};
       const bool sent = send_with_fd(conn, &a, sizeof a, copy);
       if (copy >= 0) close(copy);
       if (!sent) return;
@@ -147,11 +167,16 @@ class Server {
 }  // namespace
 
 BackendStatus publish_descriptor(int fd, uint64_t* id, std::string* server) noexcept {
-  if (fd < 0 || id == nullptr || server == nullptr) return fail("unipool: publish_descriptor: bad arguments");
+  if (fd < 0 || id == nullptr || server == nullptr) {
+    if (fd >= 0) close(fd);
+    return fail("unipool: publish_descriptor: bad arguments");
+  }
   return Server::of_this_process().publish(fd, id, server);
 }
 
 void withdraw_descriptor(uint64_t id) noexcept { Server::of_this_process().withdraw(id); }
+
+std::string descriptor_server_name() { return Server::of_this_process().name(); }
 
 namespace {
 
@@ -159,7 +184,7 @@ namespace {
 BackendStatus receive_one(int conn, int* fd) {
   Answer a{};
   const ssize_t got = receive_with_fd(conn, &a, sizeof a, fd);
-  if (got == static_cast<ssize_t>(sizeof a) && a.magic == kMagic && a.found == 1 && *fd >= 0) {
+  if (got == static_cast<ssize_t>(sizeof a) && a.magic == kMagic && a.found == kFound && *fd >= 0) {
     return BackendStatus::success();
   }
   if (*fd >= 0) close(*fd);
@@ -168,6 +193,7 @@ BackendStatus receive_one(int conn, int* fd) {
   if (got < 0) return fail("unipool: the process sharing the memory did not answer", errno);
   if (got == 0) return fail("unipool: the process sharing the memory refused the request");
   if (a.magic != kMagic) return fail("unipool: the process sharing the memory answered in another protocol");
+  if (a.found == kNoRoom) return fail("unipool: the process sharing the memory is out of file descriptors", EMFILE);
   return fail("unipool: the shared memory is gone (the sending process freed or unmapped it)");
 }
 

@@ -9,8 +9,9 @@
 // ptrace_scope=1 a child could not take its parent's descriptors.
 //
 // One server per process, started by the first publish, answering from a
-// thread of its own; a fork child starts its own. Only processes of the
-// same user are answered (SO_PEERCRED).
+// thread of its own; a fork child starts its own, and closes its copies of
+// its parent's descriptors. Only processes of the same user are answered
+// (SO_PEERCRED).
 #pragma once
 
 #include <cstddef>
@@ -25,11 +26,14 @@ namespace unipool::backend::os {
 // all at once.
 inline constexpr size_t kMaxFetch = 64;
 
-// Publishes `fd`, which the caller keeps open until it withdraws it.
-// Returns its id in *id and the server's name in *server.
+// Publishes `fd` and takes it over (closed on failure too). Returns its id
+// in *id and the server's name in *server.
 BackendStatus publish_descriptor(int fd, uint64_t* id, std::string* server) noexcept;
-// After this returns, no process receives a new copy of it.
+// Closes the descriptor: no process receives a new copy of it.
 void withdraw_descriptor(uint64_t id) noexcept;
+// The name this process serves under; empty until it publishes (again, in
+// a fork child, whose parent's descriptors are closed and ids void).
+std::string descriptor_server_name();
 
 // Receives copies of the descriptors published under ids[0..count) at
 // `server` (count <= kMaxFetch), into fds[0..count): all of them, or none

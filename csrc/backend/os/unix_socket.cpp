@@ -93,10 +93,8 @@ int connect_abstract(const std::string& name, int retry_ms) noexcept {
   for (int waited = 0;; waited += 10) {
     const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0) return -1;
-    if (connect(s, reinterpret_cast<sockaddr*>(&a), len) == 0) {
-      set_timeouts(s, 5);  // a server that accepted but never answers
-      return s;
-    }
+    set_timeouts(s, 5);  // a server whose backlog is full, or that never answers
+    if (connect(s, reinterpret_cast<sockaddr*>(&a), len) == 0) return s;
     const int e = errno;
     close(s);
     if ((e != ECONNREFUSED && e != ENOENT) || waited >= retry_ms) {
