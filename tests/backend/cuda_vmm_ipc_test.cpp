@@ -260,6 +260,28 @@ TEST_F(CudaVmmIpc, TheNullGpuExportsAndImportsDescriptors) {
   for (CUmemGenericAllocationHandle h : {plain, shareable, imported}) EXPECT_EQ(cuMemRelease(h), CUDA_SUCCESS);
 }
 
+#if !defined(__SANITIZE_THREAD__)  // TSan does not let a child of a threaded process start threads
+// A fork child inherits granules its parent exported; their ids are its
+// parent's server's. Exporting them again names the child's own server,
+// which lends its own descriptors.
+TEST_F(CudaVmmIpc, AForkChildExportsUnderItsOwnServer) {
+  void* p = nullptr;
+  ASSERT_TRUE(backend->allocate(0, kG, &p).is_ok());
+  std::memset(p, 0x5c, kG);
+  DeviceBackend::IpcHandle parents;
+  ASSERT_TRUE(backend->ipc_export(0, p, 0, kG, &parents).is_ok());
+  EXPECT_TRUE(in_child([&] {
+    DeviceBackend::IpcHandle mine;
+    void* opened = nullptr;
+    if (!backend->ipc_export(0, p, 0, kG, &mine).is_ok() || mine.bytes == parents.bytes) return false;
+    if (!backend->ipc_open(0, mine, &opened).is_ok()) return false;  // from this process's own server
+    const bool read = static_cast<unsigned char*>(opened)[kG - 1] == 0x5c;
+    return read && backend->ipc_close(0, opened).is_ok();
+  }));
+  EXPECT_TRUE(backend->deallocate(0, p, kG).is_ok());
+}
+#endif
+
 class CudaVmmIpcOff : public NullGpuTest {};
 
 TEST_F(CudaVmmIpcOff, ADeviceWithoutPosixHandlesRefusesToExport) {

@@ -48,10 +48,10 @@ class Server {
       }
     }
     try {
+      *name = name_;  // first: nothing may throw once the descriptor is filed
       published_.emplace(next_id_, fd);
-      *name = name_;
     } catch (const std::bad_alloc&) {
-      if (published_.erase(next_id_) == 0) close(fd);
+      close(fd);
       return BackendStatus{BackendStatus::out_of_memory, ENOMEM, "unipool: out of memory to share a descriptor"};
     }
     *id = next_id_++;
