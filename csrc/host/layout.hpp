@@ -2,7 +2,7 @@
 //
 // A segment is a 4 MiB, 4 MiB-aligned block of an arena. Its header (this
 // struct) holds the descriptors of its pages; the pages follow: 64 pages of
-// 64 KiB (small classes) or 8 pages of 512 KiB (middle classes). A page holds
+// 64 KiB (small classes) or 16 pages of 256 KiB (middle classes). A page holds
 // blocks of one size class. From any block address the free path finds the
 // segment by masking and the page by a shift: no search, no registry.
 //
@@ -32,7 +32,7 @@ struct ThreadState;
 inline constexpr unsigned kSegmentShift = 22;
 inline constexpr uint64_t kSegmentSize = uint64_t{1} << kSegmentShift;
 inline constexpr unsigned kSmallPageShift = 16;   // 64 KiB
-inline constexpr unsigned kMiddlePageShift = 19;  // 512 KiB
+inline constexpr unsigned kMiddlePageShift = 18;  // 256 KiB
 inline constexpr uint32_t kMaxPagesPerSegment = 64;
 // The header: the Segment struct, then the pages' free bitmaps, one slot of
 // kBitmapBytes per page (a 64 KiB page of 16-byte blocks needs all 512 bytes).
