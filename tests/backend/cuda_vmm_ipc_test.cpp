@@ -34,6 +34,15 @@ class CudaVmmIpc : public NullGpuIpcTest {
     backend.reset();
     NullGpuIpcTest::TearDown();
   }
+  // A plain segment of one granule filled with `fill`, exported into *h.
+  void* exported_granule(unsigned char fill, DeviceBackend::IpcHandle* h) {
+    void* p = nullptr;
+    EXPECT_TRUE(backend->allocate(0, kG, &p).is_ok());
+    if (p == nullptr) return nullptr;
+    std::memset(p, fill, kG);
+    EXPECT_TRUE(backend->ipc_export(0, p, 0, kG, h).is_ok());
+    return p;
+  }
   std::unique_ptr<DeviceBackend> backend;
 };
 
@@ -137,11 +146,9 @@ TEST_F(CudaVmmIpc, AFailedOpenLeavesNothing) {
 // The child opens, the parent unmaps and releases its granules, and the
 // child still reads and writes the memory through its own mapping.
 TEST_F(CudaVmmIpc, AnOpenedRangeOutlivesTheExportersMapping) {
-  void* p = nullptr;
-  ASSERT_TRUE(backend->allocate(0, kG, &p).is_ok());
-  std::memset(p, 0x55, kG);
   DeviceBackend::IpcHandle h;
-  ASSERT_TRUE(backend->ipc_export(0, p, 0, kG, &h).is_ok());
+  void* p = exported_granule(0x55, &h);
+  ASSERT_NE(p, nullptr);
   int opened[2], freed[2];
   ASSERT_EQ(pipe(opened), 0);
   ASSERT_EQ(pipe(freed), 0);
@@ -265,11 +272,9 @@ TEST_F(CudaVmmIpc, TheNullGpuExportsAndImportsDescriptors) {
 // parent's server's. Exporting them again names the child's own server,
 // which lends its own descriptors.
 TEST_F(CudaVmmIpc, AForkChildExportsUnderItsOwnServer) {
-  void* p = nullptr;
-  ASSERT_TRUE(backend->allocate(0, kG, &p).is_ok());
-  std::memset(p, 0x5c, kG);
   DeviceBackend::IpcHandle parents;
-  ASSERT_TRUE(backend->ipc_export(0, p, 0, kG, &parents).is_ok());
+  void* p = exported_granule(0x5c, &parents);
+  ASSERT_NE(p, nullptr);
   EXPECT_TRUE(in_child([&] {
     DeviceBackend::IpcHandle mine;
     void* opened = nullptr;
