@@ -57,12 +57,11 @@ constexpr uint32_t block_cache_limit(HostThreadCache policy, bool hardened, uint
   return n < 1 ? 1 : (n > most ? most : n);
 }
 
-// The stacks; their counts sit in the heap's per-class hot lines. Beside
-// each block, its free bit's place in its segment (Page::segment_bit): an
-// allocation clears the bit without a chain of loads through the page.
+// The stacks; their counts sit in the heap's per-class hot lines. An
+// allocation clears a block's free bit from its address alone
+// (layout.hpp), without a chain of loads through the page.
 struct BlockCache {
   Block* slots[kNumClasses][kCacheSlots];
-  uint32_t bits[kNumClasses][kCacheSlots];
 };
 
 }  // namespace unipool::host

@@ -185,10 +185,10 @@ class Engine {
 
   // ---- the block cache (block_cache.hpp, engine_cache.cpp) ----
   inline void* take_cached(Heap* heap, HeapClassHot& hot, uint32_t cls) noexcept;  // the top block (cached != 0)
-  inline void cache_push(Heap* heap, HeapClassHot& hot, Page* page, Block* b, uint32_t index) noexcept;
+  inline void cache_push(Heap* heap, HeapClassHot& hot, uint32_t cls, Block* b) noexcept;
   // An owner's free that finds its class's cache full (a cache there is:
   // without one, the fast path pushes onto the page's list itself).
-  Status cache_overflow(Heap* heap, Page* page, Block* b, uint32_t index) noexcept;
+  Status cache_overflow(Heap* heap, Page* page, Block* b) noexcept;
   void drain_cache(Heap* heap, uint32_t cls, uint32_t n) noexcept;  // the oldest n back to their pages
   void drain_caches(Heap* heap) noexcept;                           // every class
   // The cached blocks of `page` back to its local list (before it leaves its heap).

@@ -8,7 +8,7 @@
 
 namespace unipool::host {
 
-Status Engine::cache_overflow(Heap* heap, Page* page, Block* b, uint32_t index) noexcept {
+Status Engine::cache_overflow(Heap* heap, Page* page, Block* b) noexcept {
   HeapClassHot& hot = heap->hot[page->cls];
   check_drain_epoch(heap);
   // The older half (all of a one-block cache): the newer blocks are the
@@ -16,7 +16,7 @@ Status Engine::cache_overflow(Heap* heap, Page* page, Block* b, uint32_t index) 
   if (hot.cached() != 0) drain_cache(heap, page->cls, hot.cached() - hot.cached() / 2);
   // A drained block of b's page may have shed the page (thread_cache=size).
   if (page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(heap->thread)) {
-    cache_push(heap, hot, page, b, index);
+    cache_push(heap, hot, page->cls, b);
   } else {
     give_back(reinterpret_cast<uintptr_t>(heap->thread), page, b);
   }
@@ -26,11 +26,9 @@ Status Engine::cache_overflow(Heap* heap, Page* page, Block* b, uint32_t index) 
 void Engine::drain_cache(Heap* heap, uint32_t cls, uint32_t n) noexcept {
   HeapClassHot& hot = heap->hot[cls];
   Block** slots = heap->cache.slots[cls];
-  uint32_t* bits = heap->cache.bits[cls];
   Block* out[kCacheSlots];
   std::memcpy(out, slots, n * sizeof(Block*));
   std::memmove(slots, slots + n, (hot.cached() - n) * sizeof(Block*));
-  std::memmove(bits, bits + n, (hot.cached() - n) * sizeof(uint32_t));
   hot.set_cached(hot.cached() - n);
   // Every block onto its page's list first, while every page is still this
   // heap's; then each page once, in address order, where a page may leave
@@ -59,14 +57,12 @@ void Engine::drain_caches(Heap* heap) noexcept {
 void Engine::drain_page(Heap* heap, Page* page) noexcept {
   HeapClassHot& hot = heap->hot[page->cls];
   Block** slots = heap->cache.slots[page->cls];
-  uint32_t* bits = heap->cache.bits[page->cls];
   uint32_t kept = 0;
   for (uint32_t i = 0; i < hot.cached(); ++i) {
     Block* b = slots[i];
     if (Segment::of(b)->page_of(b) == page) {
       push_local(page, b, page->index_of(b));
     } else {
-      bits[kept] = bits[i];
       slots[kept++] = b;
     }
   }

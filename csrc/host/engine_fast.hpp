@@ -78,7 +78,7 @@ inline void* Engine::take_cached(Heap* heap, HeapClassHot& hot, uint32_t cls) no
   const uint32_t n = hot.cached() - 1;
   hot.set_cached(n);
   Block* b = heap->cache.slots[cls][n];
-  segment_mark_live(b, heap->cache.bits[cls][n]);
+  mark_block_live(b);
   // Live again: should another thread free it a second time meanwhile, the
   // owner's collect then finds no cookie on it (collect_remote).
   b->cookie = 0;
@@ -89,11 +89,10 @@ inline void* Engine::take_cached(Heap* heap, HeapClassHot& hot, uint32_t cls) no
   return b;
 }
 
-inline void Engine::cache_push(Heap* heap, HeapClassHot& hot, Page* page, Block* b, uint32_t index) noexcept {
-  page->mark_free(index);
+inline void Engine::cache_push(Heap* heap, HeapClassHot& hot, uint32_t cls, Block* b) noexcept {
+  mark_block_free(b);
   const uint32_t n = hot.cached();
-  heap->cache.slots[page->cls][n] = b;
-  heap->cache.bits[page->cls][n] = page->segment_bit(index);
+  heap->cache.slots[cls][n] = b;
   hot.set_cached(n + 1);
 }
 
@@ -119,20 +118,20 @@ inline Status Engine::free(void* p) noexcept {
     if (UNIPOOL_LIKELY(uint64_t{idx} * page->block_size == off &&
                        idx < page->extended.load(std::memory_order_relaxed) &&
                        page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread) &&
-                       !page->bit_is_free(idx) && page->xfree.load(std::memory_order_relaxed) == nullptr)) {
+                       !block_bit_is_free(p) && page->xfree.load(std::memory_order_relaxed) == nullptr)) {
       Heap* heap = page->heap.load(std::memory_order_relaxed);
       const uint32_t cls = page->cls;
       HeapClassHot& hot = heap->hot[cls];
       bump(hot.frees);
       if (UNIPOOL_UNLIKELY(hot.cached() >= hot.cache_limit)) {
-        if (hot.cache_limit != 0) return cache_overflow(heap, page, static_cast<Block*>(p), idx);
+        if (hot.cache_limit != 0) return cache_overflow(heap, page, static_cast<Block*>(p));
         free_local(heap, page, static_cast<Block*>(p), idx);  // no cache (hardened=on)
         return Status::ok;
       }
       // Handed out again soon (LIFO), to a program that writes it: fetch
       // its line now, in the background, as a push onto a list would.
       __builtin_prefetch(p, 1, 3);
-      cache_push(heap, hot, page, static_cast<Block*>(p), idx);
+      cache_push(heap, hot, cls, static_cast<Block*>(p));
       return Status::ok;
     }
   }

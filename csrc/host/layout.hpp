@@ -11,11 +11,13 @@
 // (its address mixed with the pool's secret); a live block's cookie word is
 // cleared when it is handed out. The slow paths tell a double free from a first one by the
 // cookie. The owner's fast free path must not read the block (a cold line that
-// it otherwise only writes), so each page also keeps a bitmap in the segment
-// header:
-// bit i is set while block i is on the page's local free list or in its
+// it otherwise only writes), so the segment header also keeps a free bitmap:
+// one bit per 16-byte granule of the segment, the bit of a block's first
+// granule set while the block is on its page's local free list or in its
 // owner's block cache (block_cache.hpp). Together with "no remote frees
-// pending" (xfree empty) a clear bit proves the block live.
+// pending" (xfree empty) a clear bit proves the block live. The bit's place
+// follows from the block's address alone (block_bit_word): the free path
+// loads it at the same time as the page descriptor, not after it.
 #pragma once
 
 #include <atomic>
@@ -34,15 +36,42 @@ inline constexpr uint64_t kSegmentSize = uint64_t{1} << kSegmentShift;
 inline constexpr unsigned kSmallPageShift = 16;   // 64 KiB
 inline constexpr unsigned kMiddlePageShift = 18;  // 256 KiB
 inline constexpr uint32_t kMaxPagesPerSegment = 64;
-// The header: the Segment struct, then the pages' free bitmaps, one slot of
-// kBitmapBytes per page (a 64 KiB page of 16-byte blocks needs all 512 bytes).
-// Side by side they stay cached; at the pages' tails, 64 KiB apart, they
-// would all fall into the same few cache sets.
+// The header: the Segment struct, then the free bitmap, a bit per granule
+// (32 KiB; the header's own granules keep theirs clear). In one place they
+// stay cached; at the pages' tails, 64 KiB apart, they would all fall into
+// the same few cache sets.
+inline constexpr unsigned kGranuleShift = 4;  // every block starts 16-aligned
 inline constexpr uint64_t kSegmentBitmapsOffset = 12 << 10;
-inline constexpr uint64_t kBitmapBytes = 512;
+inline constexpr uint64_t kBitmapBytes = kSegmentSize >> kGranuleShift >> 3;
 // The first page starts after the header, on a 4 KiB boundary (so every
 // class alignment up to 4 KiB holds in page 0 too).
-inline constexpr uint64_t kSegmentHeaderBytes = kSegmentBitmapsOffset + 64 * kBitmapBytes;
+inline constexpr uint64_t kSegmentHeaderBytes = kSegmentBitmapsOffset + kBitmapBytes;
+
+// The word of the free bitmap that holds the bit of the block at `a`, and
+// the bit in it: 64 granules, 1 KiB of the segment, per word.
+inline uint64_t* block_bit_word(uintptr_t a) noexcept {
+  return reinterpret_cast<uint64_t*>(align_down(a, kSegmentSize) + kSegmentBitmapsOffset) +
+         ((a & (kSegmentSize - 1)) >> (kGranuleShift + 6));
+}
+inline uint32_t block_bit(uintptr_t a) noexcept { return static_cast<uint32_t>(a >> kGranuleShift) & 63; }
+
+// Written by the owner only (a relaxed load and store, no locked
+// instruction); atomic so that a free from another thread may read a bit to
+// tell a double free (check_block).
+inline bool block_bit_is_free(const void* block) noexcept {
+  const auto a = reinterpret_cast<uintptr_t>(block);
+  return (__atomic_load_n(block_bit_word(a), __ATOMIC_RELAXED) >> block_bit(a)) & 1;
+}
+inline void mark_block_free(const void* block) noexcept {
+  const auto a = reinterpret_cast<uintptr_t>(block);
+  uint64_t* word = block_bit_word(a);
+  __atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) | (uint64_t{1} << block_bit(a)), __ATOMIC_RELAXED);
+}
+inline void mark_block_live(const void* block) noexcept {
+  const auto a = reinterpret_cast<uintptr_t>(block);
+  uint64_t* word = block_bit_word(a);
+  __atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) & ~(uint64_t{1} << block_bit(a)), __ATOMIC_RELAXED);
+}
 
 struct Block {
   uintptr_t link;    // the next free block: read it with Engine::next_of, never directly
@@ -88,31 +117,18 @@ struct alignas(64) Page {
     if (xfree.load(std::memory_order_relaxed) == nullptr) return nullptr;
     return xfree.exchange(nullptr, std::memory_order_acquire);
   }
-  uint64_t* free_bitmap() const noexcept {
-    const uintptr_t segment = align_down(reinterpret_cast<uintptr_t>(this), kSegmentSize);
-    return reinterpret_cast<uint64_t*>(segment + kSegmentBitmapsOffset + uint64_t{index} * kBitmapBytes);
-  }
-  // Block i's bit counted from the segment's first bitmap: with the block's
-  // address it finds the bit without reading the page (segment_mark_live).
-  uint32_t segment_bit(uint32_t i) const noexcept { return uint32_t{index} * uint32_t{kBitmapBytes * 8} + i; }
+  // The bitmap words of its blocks' bits: the page's first granule starts
+  // a word (pages start on 1 KiB boundaries), and its last word holds no
+  // other page's bits.
+  uint64_t* bitmap_words() const noexcept { return block_bit_word(reinterpret_cast<uintptr_t>(start)); }
+  uint32_t bitmap_word_count() const noexcept { return (span + 1023) >> 10; }
   uint32_t index_of(const void* p) const noexcept {
     return static_cast<uint32_t>((page_offset_of(p) * reciprocal) >> 32);
   }
-  // Written by the owner only (a relaxed load and store, no locked
-  // instruction); atomic so that a free from another thread may read a bit
-  // to tell a double free (check_block).
-  bool bit_is_free(uint32_t i) const noexcept {
-    return (__atomic_load_n(&free_bitmap()[i >> 6], __ATOMIC_RELAXED) >> (i & 63)) & 1;
-  }
-  void mark_free(uint32_t i) noexcept { set_bit(&free_bitmap()[i >> 6], i & 63); }
-  void mark_live(uint32_t i) noexcept { clear_bit(&free_bitmap()[i >> 6], i & 63); }
-  // The owner's writes: a relaxed load and store, no locked instruction.
-  static void set_bit(uint64_t* word, uint32_t bit) noexcept {
-    __atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) | (uint64_t{1} << bit), __ATOMIC_RELAXED);
-  }
-  static void clear_bit(uint64_t* word, uint32_t bit) noexcept {
-    __atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) & ~(uint64_t{1} << bit), __ATOMIC_RELAXED);
-  }
+  const char* block_at(uint32_t i) const noexcept { return start + uint64_t{i} * block_size; }
+  bool bit_is_free(uint32_t i) const noexcept { return block_bit_is_free(block_at(i)); }
+  void mark_free(uint32_t i) noexcept { mark_block_free(block_at(i)); }
+  void mark_live(uint32_t i) noexcept { mark_block_live(block_at(i)); }
   uint64_t page_offset_of(const void* p) const noexcept {
     return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(start);
   }
@@ -194,16 +210,7 @@ struct Segment {
 };
 static_assert(sizeof(Segment) <= kSegmentBitmapsOffset);
 static_assert((kSegmentHeaderBytes & 4095) == 0);
-// The most blocks of a page (16-byte blocks in a 64 KiB page) fit its bitmap.
-static_assert((uint64_t{1} << kSmallPageShift) / 16 <= kBitmapBytes * 8);
-
-// Clears the free bit `segment_bit` (Page::segment_bit) of the segment of
-// `block`: what the owner's mark_live does, from the block's address alone.
-inline void segment_mark_live(const void* block, uint32_t segment_bit) noexcept {
-  auto* words =
-      reinterpret_cast<uint64_t*>(align_down(reinterpret_cast<uintptr_t>(block), kSegmentSize) + kSegmentBitmapsOffset);
-  Page::clear_bit(words + (segment_bit >> 6), segment_bit & 63);
-}
+static_assert((kSegmentHeaderBytes & 1023) == 0, "a page's bits start a bitmap word");
 
 inline constexpr uintptr_t kSegmentMagic = 0x756e69706f6f6c53ull;  // "unipoolS"
 

@@ -65,6 +65,14 @@ inline constexpr auto kClassReciprocal = detail::make_reciprocals();
 
 static_assert(kClassSize[kNumSmallClasses - 1] == kSmallMax);
 static_assert(kClassSize[kNumClasses - 1] == kMiddleLimit);
+// Every block starts on a 16-byte granule: its free bit (layout.hpp) is its
+// first granule's.
+static_assert([] {
+  for (uint32_t size : kClassSize) {
+    if (size % 16 != 0) return false;
+  }
+  return true;
+}());
 
 // Class of a size in [1, kMiddleLimit].
 inline uint32_t class_of(uint64_t size) noexcept { return kClassOfIndex[(size + 15) >> 4]; }
