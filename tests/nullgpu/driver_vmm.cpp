@@ -6,12 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <string>
 
 #include "nullgpu/state.hpp"
 
 using unipool::nullgpu::detail::Call;
+using unipool::nullgpu::detail::create_memfd;
 using unipool::nullgpu::detail::Family;
+using unipool::nullgpu::detail::kVmmMemfd;
 using unipool::nullgpu::detail::Mapping;
 using unipool::nullgpu::detail::Physical;
 using unipool::nullgpu::detail::State;
@@ -73,18 +74,6 @@ void free_physical(State& s, std::map<CUmemGenericAllocationHandle, Physical>::i
   if (!it->second.imported) s.uncharge(it->second.device, it->second.bytes);
   if (it->second.fd >= 0) close(it->second.fd);
   s.physical.erase(it);
-}
-
-// A memfd of `bytes` for device memory that may be exported, or -1. Its
-// name says what it is, so an import can tell it from any other descriptor.
-int device_memfd(int device, uint64_t bytes) {
-  const std::string name = "nullgpu.vmm." + std::to_string(device);
-  const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
-  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 }  // namespace
@@ -155,7 +144,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CU
   // Without Config::ipc the request is accepted and export refused, so
   // that programs asking for it by default run in one process.
   int fd = -1;
-  if (types != 0 && call.s.config.ipc && (fd = device_memfd(device, size)) < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (types != 0 && call.s.config.ipc && (fd = create_memfd(kVmmMemfd, device, size)) < 0)
+    return CUDA_ERROR_OUT_OF_MEMORY;
   const CUmemGenericAllocationHandle created = call.s.next_handle++;
   call.s.physical.emplace(created, Physical{device, size, false, false, fd});
   call.s.charge(device, size);

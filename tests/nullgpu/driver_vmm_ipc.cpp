@@ -8,30 +8,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
+#include <climits>
 #include <cstring>
 
 #include "nullgpu/state.hpp"
 
 using unipool::nullgpu::detail::Call;
 using unipool::nullgpu::detail::Family;
+using unipool::nullgpu::detail::kVmmMemfd;
+using unipool::nullgpu::detail::memfd_number;
 using unipool::nullgpu::detail::Physical;
 
 namespace {
 
-// The device whose memory fd is (named "nullgpu.vmm.<device>"), or -1.
+// The device whose memory fd is (a memfd named kVmmMemfd + device), or -1.
 int device_of_memfd(int fd) {
-  char link[64], target[128];
-  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  const ssize_t n = readlink(link, target, sizeof target - 1);
-  if (n <= 0) return -1;
-  target[n] = '\0';
-  constexpr char kPrefix[] = "/memfd:nullgpu.vmm.";
-  if (std::strncmp(target, kPrefix, sizeof kPrefix - 1) != 0) return -1;
-  char* end = nullptr;
-  const long device = std::strtol(target + sizeof kPrefix - 1, &end, 10);
-  return end != target + sizeof kPrefix - 1 && *end == ' ' ? static_cast<int>(device) : -1;
+  uint64_t device = 0;
+  return memfd_number(fd, kVmmMemfd, &device) && device <= INT_MAX ? static_cast<int>(device) : -1;
 }
 
 }  // namespace

@@ -11,9 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstring>
-#include <string>
 
 #include "nullgpu/state.hpp"
 
@@ -21,7 +19,9 @@ using unipool::nullgpu::detail::Call;
 using unipool::nullgpu::detail::containing;
 using unipool::nullgpu::detail::DeviceAllocation;
 using unipool::nullgpu::detail::Family;
+using unipool::nullgpu::detail::kDeviceMemfd;
 using unipool::nullgpu::detail::map_shared_memory;
+using unipool::nullgpu::detail::memfd_number;
 using unipool::nullgpu::detail::thread_state;
 
 namespace {
@@ -56,13 +56,8 @@ int take_descriptor(pid_t pid, int fd) {
 // Whether fd is the memfd of allocation `serial` (its name says): a handle
 // to a freed allocation names a descriptor number that may be another's now.
 bool is_allocation(int fd, uint64_t serial) {
-  char link[64], target[128];
-  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  const ssize_t n = readlink(link, target, sizeof target - 1);
-  if (n <= 0) return false;
-  target[n] = '\0';
-  const std::string expected = "/memfd:nullgpu.device." + std::to_string(serial) + " ";
-  return std::strncmp(target, expected.c_str(), expected.size()) == 0;
+  uint64_t named = 0;
+  return memfd_number(fd, kDeviceMemfd, &named) && named == serial;
 }
 
 }  // namespace

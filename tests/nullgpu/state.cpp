@@ -5,9 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace unipool::nullgpu::detail {
@@ -171,20 +172,38 @@ void* map_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes) {
   return reinterpret_cast<void*>(base);
 }
 
+int create_memfd(const char* kind, uint64_t number, uint64_t bytes) {
+  const std::string name = kind + std::to_string(number);
+  const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool memfd_number(int fd, const char* kind, uint64_t* number) {
+  // A memfd's link reads "/memfd:<name> (deleted)".
+  char link[64], target[128];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  const ssize_t n = readlink(link, target, sizeof target);
+  const std::string prefix = std::string("/memfd:") + kind;
+  if (n <= 0 || static_cast<size_t>(n) <= prefix.size() || std::memcmp(target, prefix.data(), prefix.size()) != 0) {
+    return false;
+  }
+  const auto [end, error] = std::from_chars(target + prefix.size(), target + n, *number);
+  return error == std::errc() && end != target + n && *end == ' ';
+}
+
 void* map_shared_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes, int* fd, int fd_in,
                         uint64_t serial) {
   uint64_t length = 0;
   void* base = map_memory(bytes, alignment, &length);  // the aligned address range
   if (base == nullptr) return nullptr;
-  int f = fd_in;
+  const int f = fd_in >= 0 ? fd_in : create_memfd(kDeviceMemfd, serial, length);
   if (f < 0) {
-    const std::string name = "nullgpu.device." + std::to_string(serial);
-    f = memfd_create(name.c_str(), MFD_CLOEXEC);
-    if (f < 0 || ftruncate(f, static_cast<off_t>(length)) != 0) {
-      if (f >= 0) close(f);
-      munmap(base, length);
-      return nullptr;
-    }
+    munmap(base, length);
+    return nullptr;
   }
   if (mmap(base, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, f, 0) == MAP_FAILED) {
     if (fd_in < 0) close(f);

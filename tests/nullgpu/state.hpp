@@ -179,9 +179,18 @@ auto containing(Map& map, uintptr_t address, SizeOf size_of) {
 // `alignment` that is a power of two. Null on failure; *mapped_bytes gets
 // the length to give unmap_memory.
 void* map_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes);
+// Memory another process may map is a memfd named "<kind><number>": an
+// importer is handed a bare descriptor, and the name is how it tells one of
+// the null GPU's memfds (and which device or allocation) from any other.
+inline constexpr char kVmmMemfd[] = "nullgpu.vmm.";        // number: the device
+inline constexpr char kDeviceMemfd[] = "nullgpu.device.";  // number: DeviceAllocation::serial
+// A close-on-exec memfd of `bytes` named kind + number, or -1.
+int create_memfd(const char* kind, uint64_t number, uint64_t bytes);
+// Whether `fd` is a memfd named kind + number; the number into *number.
+bool memfd_number(int fd, const char* kind, uint64_t* number);
 // The same in a memfd (*fd, which the caller closes after unmapping), for
 // Config::ipc; or, with fd_in >= 0, that memfd (another process's).
-// A new memfd is named "nullgpu.device.<serial>".
+// A new memfd is named kDeviceMemfd + serial.
 void* map_shared_memory(uint64_t bytes, uint64_t alignment, uint64_t* mapped_bytes, int* fd, int fd_in = -1,
                         uint64_t serial = 0);
 void unmap_memory(void* base, uint64_t mapped_bytes);
