@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -114,15 +113,13 @@ class Server {
     for (;;) {
       pollfd p{listen_fd, POLLIN, 0};
       if (poll(&p, 1, -1) < 0 && errno != EINTR) return;
-      const int conn = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      const int conn = accept_same_user(listen_fd, 2);
       if (conn < 0) {
         // Out of descriptors: wait for some to close rather than spin.
         if (errno == EMFILE || errno == ENFILE) poll(nullptr, 0, 100);
         continue;
       }
-      timeval timeout{2, 0};  // a client that stops reading
-      setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-      if (peer_is_same_user(conn)) answer(conn);
+      answer(conn);
       close(conn);
     }
   }

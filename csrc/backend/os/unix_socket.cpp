@@ -112,6 +112,18 @@ bool peer_is_same_user(int conn) noexcept {
   return cred.uid == geteuid();
 }
 
+int accept_same_user(int listen_fd, int timeout_s) noexcept {
+  const int conn = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (conn < 0) return -1;
+  if (!peer_is_same_user(conn)) {
+    close(conn);
+    errno = EACCES;
+    return -1;
+  }
+  if (timeout_s > 0) set_timeouts(conn, timeout_s);
+  return conn;
+}
+
 bool send_with_fd(int conn, const void* data, size_t bytes, int fd) noexcept {
   iovec iov{const_cast<void*>(data), bytes};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};

@@ -28,6 +28,12 @@ int connect_abstract(const std::string& name, int retry_ms) noexcept;
 
 // Whether the process at the other end runs as this process's user.
 bool peer_is_same_user(int conn) noexcept;
+// Accepts a connection on `listen_fd` (close-on-exec) from a process of
+// this user; another user's is closed unanswered. With timeout_s > 0, its
+// sends and receives time out after that long: a client that stops
+// reading must not hold a server's only thread. Returns the connection, or
+// -1 with errno (EACCES: another user's).
+int accept_same_user(int listen_fd, int timeout_s) noexcept;
 
 // Sends `bytes` of `data` in one message, with a copy of `fd` when fd >= 0.
 bool send_with_fd(int conn, const void* data, size_t bytes, int fd) noexcept;
