@@ -18,6 +18,14 @@ namespace {
 
 std::atomic<UnipoolCudaAllocator*> g_instance{nullptr};
 
+// The segment of `pool` holding `address`, from its snapshot (O(blocks)).
+std::optional<DeviceSegmentInfo> segment_holding(const DevicePool& pool, uint64_t address) {
+  for (DeviceSegmentInfo& seg : pool.snapshot().segments) {
+    if (address >= seg.address && address < seg.address + seg.total_size) return std::move(seg);
+  }
+  return std::nullopt;
+}
+
 [[noreturn]] void unsupported(const char* method, const char* why) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, "unipool CUDA allocator: ", method, " is not supported (", why, ")");
 }
@@ -254,13 +262,6 @@ void UnipoolCudaAllocator::cacheInfo(c10::DeviceIndex device, size_t* largestBlo
     }
   }
   *largestBlock = largest;
-}
-
-std::optional<DeviceSegmentInfo> segment_holding(const DevicePool& pool, uint64_t address) {
-  for (DeviceSegmentInfo& seg : pool.snapshot().segments) {
-    if (address >= seg.address && address < seg.address + seg.total_size) return std::move(seg);
-  }
-  return std::nullopt;
 }
 
 void* UnipoolCudaAllocator::getBaseAllocation(void* ptr, size_t* size) {

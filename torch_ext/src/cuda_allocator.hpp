@@ -10,7 +10,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <vector>
 
 #include "memory_history.hpp"
@@ -18,9 +17,6 @@
 #include "unipool/device_pool.hpp"
 
 namespace unipool::torch_ext {
-
-// The segment of `pool` holding `address`, from its snapshot (O(blocks)).
-std::optional<DeviceSegmentInfo> segment_holding(const DevicePool& pool, uint64_t address);
 
 using c10::cuda::CUDACachingAllocator::CUDAAllocator;
 using c10::MempoolId_t;

@@ -27,6 +27,15 @@ socklen_t address_of(const std::string& name, sockaddr_un* a) noexcept {
 // handler closes them without taking a lock.
 std::atomic<int> g_listening[64];
 
+// In a child of fork(): closes every socket this process listens on (see
+// listen_abstract for why).
+void close_listening_sockets_in_child() noexcept {
+  for (std::atomic<int>& slot : g_listening) {
+    const int fd = slot.exchange(0) - 1;
+    if (fd >= 0) close(fd);
+  }
+}
+
 // Registered when the library loads, not on first listen: a caller may
 // listen while holding a lock that another fork handler takes, and
 // pthread_atfork waits for the lock glibc holds across a fork.
@@ -74,13 +83,6 @@ void close_listening(int fd) noexcept {
     if (slot.compare_exchange_strong(mine, 0)) break;
   }
   close(fd);
-}
-
-void close_listening_sockets_in_child() noexcept {
-  for (std::atomic<int>& slot : g_listening) {
-    const int fd = slot.exchange(0) - 1;
-    if (fd >= 0) close(fd);
-  }
 }
 
 int connect_abstract(const std::string& name, int retry_ms) noexcept {

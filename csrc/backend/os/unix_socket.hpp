@@ -13,13 +13,11 @@ namespace unipool::backend::os {
 
 // Binds and listens on `name` (non-blocking, close-on-exec). Returns the
 // socket, or -1 with errno (EADDRINUSE: a live process holds the name).
-// Close it with close_listening().
+// Close it with close_listening(). A fork handler closes a child's copy:
+// a child that kept one would hold the name after the parent left, and
+// callers would connect to a socket nobody answers.
 int listen_abstract(const std::string& name) noexcept;
 void close_listening(int fd) noexcept;
-// In a child of fork(): closes every socket this process listens on (a
-// fork handler does it). A child that kept one would hold its name after
-// the parent left, and callers would connect to a socket nobody answers.
-void close_listening_sockets_in_child() noexcept;
 
 // Connects to `name`; a refused connection (nobody bound, or a server
 // restarting) is retried every 10 ms for `retry_ms`. Returns the socket
