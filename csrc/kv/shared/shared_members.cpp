@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kv/shared/shared_server.hpp"
 #include "kv/shared/shared_state.hpp"
 
 namespace unipool::kv_shared {
