@@ -4,7 +4,6 @@
 // them (cuMemImportFromShareableHandle) and maps them in a reservation of
 // its own. An imported handle holds the memory, so it outlives whatever the
 // exporter unmaps, until the opener closes it.
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -115,7 +114,6 @@ BackendStatus CudaVmmBackend::export_granule_locked(Granule& g, std::string* ser
       !s.is_ok()) {
     return s;
   }
-  (void)fcntl(fd, F_SETFD, FD_CLOEXEC);  // a program this process runs must not hold the memory
   if (BackendStatus s = os::publish_descriptor(fd, &g.fd_id, server); !s.is_ok()) return s;
   server_ = *server;
   return BackendStatus::success();

@@ -168,6 +168,9 @@ BackendStatus publish_descriptor(int fd, uint64_t* id, std::string* server) noex
     if (fd >= 0) close(fd);
     return fail("unipool: publish_descriptor: bad arguments");
   }
+  // A program this process runs must not keep what the descriptor holds
+  // (device memory, for one) after it is withdrawn.
+  (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
   return Server::of_this_process().publish(fd, id, server);
 }
 

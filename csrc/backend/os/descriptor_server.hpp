@@ -26,8 +26,8 @@ namespace unipool::backend::os {
 // all at once.
 inline constexpr size_t kMaxFetch = 64;
 
-// Publishes `fd` and takes it over (closed on failure too). Returns its id
-// in *id and the server's name in *server.
+// Publishes `fd` and takes it over (closed on failure too), close-on-exec
+// from then on. Returns its id in *id and the server's name in *server.
 BackendStatus publish_descriptor(int fd, uint64_t* id, std::string* server) noexcept;
 // Closes the descriptor: no process receives a new copy of it.
 void withdraw_descriptor(uint64_t id) noexcept;
