@@ -46,20 +46,23 @@ namespace unipool::host {
 inline constexpr uint32_t kCacheSlots = 64;
 
 // Blocks of `block_size` a class may cache under a policy: about 64 KiB of
-// them, at least 16, at most kCacheSlots; under `size`, about 8 KiB, at
-// least one, at most 16. `none` has no heaps, so no cache.
+// them, at least 16 (but no more than 512 KiB), at most kCacheSlots; under
+// `size`, about 8 KiB, at least one, at most 16. `none` has no heaps, so no
+// cache.
 // Why at least 16: with 64 KiB alone a class of 32 KiB blocks caches two,
 // and a thread that frees a few in a row drains its cache at almost every
 // free (mid_mt: 8-32 KiB blocks freed and allocated at random ran 1.25x
 // faster with 16 than with 64 KiB alone, for 0.7 MiB more peak RSS at 4
-// threads).
+// threads). The 512 KiB bound keeps a thread's cache of the largest
+// classes (up to 64 KiB with middle_max) at 8 blocks.
 constexpr uint32_t block_cache_limit(HostThreadCache policy, bool hardened, uint32_t block_size) noexcept {
   if (policy == HostThreadCache::none || hardened) return 0;
   const bool lean = policy == HostThreadCache::size;
   const uint32_t bytes = lean ? 8u << 10 : 64u << 10;
   const uint32_t most = lean ? 16 : kCacheSlots;
   const uint32_t n = bytes / block_size;
-  const uint32_t least = lean ? 1 : 16;
+  const uint32_t floor_by_bytes = (512u << 10) / block_size;
+  const uint32_t least = lean ? 1 : (floor_by_bytes < 16 ? floor_by_bytes : 16);
   return n < least ? least : (n > most ? most : n);
 }
 

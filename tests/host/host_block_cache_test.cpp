@@ -124,6 +124,30 @@ TEST(HostBlockCache, ThePoliciesBoundIt) {
   }
 }
 
+// A class of large blocks still caches 16 of them (64 KiB alone would be two
+// 32 KiB blocks), at most 512 KiB; `size` keeps one.
+TEST(HostBlockCache, LargeClassesKeepSixteenBlocksUpTo512KiB) {
+  struct Case {
+    const char* conf;
+    size_t size;
+    uint64_t most;
+  };
+  for (const Case& c :
+       {Case{"", 32 << 10, 16}, Case{"middle_max=64KiB", 64 << 10, 8}, Case{"thread_cache=size", 32 << 10, 1}}) {
+    HostPool pool(conf(c.conf));
+    std::vector<void*> blocks = allocate_n(pool, c.most + 1, c.size);
+    for (size_t i = 0; i < c.most; ++i) ASSERT_EQ(pool.deallocate(blocks[i]), Status::ok);
+    EXPECT_EQ(class_of(pool, c.size).cached_blocks, c.most) << c.conf;
+    EXPECT_VALID(pool);
+    // Full: the next free sends the older half (all of a one-block cache)
+    // to the pages, then caches its block.
+    ASSERT_EQ(pool.deallocate(blocks[c.most]), Status::ok);
+    EXPECT_EQ(class_of(pool, c.size).cached_blocks, c.most / 2 + 1) << c.conf;
+    EXPECT_EQ(class_of(pool, c.size).live_blocks, 0u) << c.conf;
+    EXPECT_VALID(pool);
+  }
+}
+
 TEST(HostBlockCache, ThreadExitAndFlushGiveItBack) {
   HostPool pool(kTestConf);
   std::thread([&] {
