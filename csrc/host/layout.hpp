@@ -37,9 +37,9 @@ inline constexpr unsigned kSmallPageShift = 16;   // 64 KiB
 inline constexpr unsigned kMiddlePageShift = 18;  // 256 KiB
 inline constexpr uint32_t kMaxPagesPerSegment = 64;
 // The header: the Segment struct, then the free bitmap, a bit per granule
-// (32 KiB; the header's own granules keep theirs clear). In one place they
-// stay cached; at the pages' tails, 64 KiB apart, they would all fall into
-// the same few cache sets.
+// (32 KiB; the bits of the header's own granules are never read). In one
+// place the bits stay cached; at the pages' tails, 64 KiB apart, they would
+// all fall into the same few cache sets.
 inline constexpr unsigned kGranuleShift = 4;  // every block starts 16-aligned
 inline constexpr uint64_t kSegmentBitmapsOffset = 12 << 10;
 inline constexpr uint64_t kBitmapBytes = kSegmentSize >> kGranuleShift >> 3;
