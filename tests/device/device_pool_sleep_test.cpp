@@ -226,7 +226,9 @@ TEST_P(SleepTest, SnapshotAndStatsShowTags) {
   for (const DeviceSegmentInfo& s : f.pool->snapshot().segments) {
     weights_segments += s.tag == "weights";
     for (const DeviceBlockInfo& b : s.blocks) {
-      if (b.address == reinterpret_cast<uint64_t>(f.other.ptr)) EXPECT_EQ(s.tag, "default");
+      if (b.address == reinterpret_cast<uint64_t>(f.other.ptr)) {
+        EXPECT_EQ(s.tag, "default");
+      }
     }
   }
   EXPECT_GT(weights_segments, 0u);

@@ -119,7 +119,9 @@ TEST(HostBlockCache, ThePoliciesBoundIt) {
     std::vector<void*> blocks = allocate_n(pool, 200, 256);
     for (void* p : blocks) ASSERT_EQ(pool.deallocate(p), Status::ok);
     EXPECT_LE(class_of(pool, 256).cached_blocks, c.most) << c.conf;
-    if (c.most != 0) EXPECT_GT(class_of(pool, 256).cached_blocks, 0u) << c.conf;
+    if (c.most != 0) {
+      EXPECT_GT(class_of(pool, 256).cached_blocks, 0u) << c.conf;
+    }
     EXPECT_VALID(pool);
   }
 }
