@@ -202,8 +202,7 @@ Status Engine::check_block(Page* page, const void* p) const noexcept {
   // frees again is caught when the owner collects it (collect_remote).
   const auto* b = static_cast<const Block*>(p);
   const bool owner = page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread);
-  if (b->cookie == (reinterpret_cast<uintptr_t>(p) ^ secret_) ||
-      (owner && page->bit_is_free(static_cast<uint32_t>(idx)))) {
+  if (b->cookie == (reinterpret_cast<uintptr_t>(p) ^ secret_) || (owner && block_bit_is_free(p))) {
     return misuse("double free (the block is already free)", p);
   }
   return Status::ok;
@@ -356,7 +355,7 @@ size_t Engine::usable_size(const void* p) const noexcept {
     if (page->owner.load(std::memory_order_relaxed) == kOwnerNone || off >= extended * page->block_size) return 0;
     if (((off * page->reciprocal) >> 32) * page->block_size != off) return 0;
     if (static_cast<const Block*>(p)->cookie == (reinterpret_cast<uintptr_t>(p) ^ secret_)) return 0;
-    if (page->bit_is_free(page->index_of(p))) return 0;  // in its owner's block cache
+    if (block_bit_is_free(p)) return 0;  // in its owner's block cache
     return page->block_size;
   }
   if (loc.kind == Kind::large) {

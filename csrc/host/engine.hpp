@@ -222,11 +222,11 @@ class Engine {
   // shared class's lock) and checked the block: push_local takes a live
   // block back (returns the page's live blocks after), take_local hands out
   // the head `b` whose checked successor is `next`.
-  inline uint32_t push_local(Page* page, Block* block, uint32_t index) noexcept;
+  inline uint32_t push_local(Page* page, Block* block) noexcept;
   inline void take_local(Page* page, Block* b, Block* next) noexcept;
   // The owner's free onto the page's list, then the heap's look at the page
   // when it emptied, left the full list or reached shed_at.
-  inline void free_local(Heap* heap, Page* page, Block* b, uint32_t index) noexcept;
+  inline void free_local(Heap* heap, Page* page, Block* b) noexcept;
   // The block after `block` on its list, checked as the mode asks before
   // anyone follows it; false: `block` was written after it was freed.
   inline bool next_of(const Page* page, const Block* block, Block** next) const noexcept;

@@ -36,7 +36,7 @@ void Engine::drain_cache(Heap* heap, uint32_t cls, uint32_t n) noexcept {
   std::sort(out, out + n);
   for (uint32_t i = 0; i < n; ++i) {
     Page* page = Segment::of(out[i])->page_of(out[i]);
-    push_local(page, out[i], page->index_of(out[i]));
+    push_local(page, out[i]);
   }
   for (uint32_t i = 0; i < n; ++i) {
     Page* page = Segment::of(out[i])->page_of(out[i]);
@@ -61,7 +61,7 @@ void Engine::drain_page(Heap* heap, Page* page) noexcept {
   for (uint32_t i = 0; i < hot.cached(); ++i) {
     Block* b = slots[i];
     if (Segment::of(b)->page_of(b) == page) {
-      push_local(page, b, page->index_of(b));
+      push_local(page, b);
     } else {
       slots[kept++] = b;
     }

@@ -95,8 +95,8 @@ inline void Engine::cache_push(Heap* heap, HeapClassHot& hot, uint32_t cls, Bloc
   hot.set_cached(n + 1);
 }
 
-UNIPOOL_ALWAYS_INLINE void Engine::free_local(Heap* heap, Page* page, Block* b, uint32_t index) noexcept {
-  const uint32_t used = push_local(page, b, index);
+UNIPOOL_ALWAYS_INLINE void Engine::free_local(Heap* heap, Page* page, Block* b) noexcept {
+  const uint32_t used = push_local(page, b);
   if (UNIPOOL_UNLIKELY((used == 0 && page != heap->hot[page->cls].page) || page->in_full || used == page->shed_at)) {
     heap_free_slow(heap, page);
   }
@@ -124,7 +124,7 @@ inline Status Engine::free(void* p) noexcept {
       bump(hot.frees);
       if (UNIPOOL_UNLIKELY(hot.cached() >= hot.cache_limit)) {
         if (hot.cache_limit != 0) return cache_overflow(heap, page, static_cast<Block*>(p));
-        free_local(heap, page, static_cast<Block*>(p), idx);  // no cache (hardened=on)
+        free_local(heap, page, static_cast<Block*>(p));  // no cache (hardened=on)
         return Status::ok;
       }
       // Handed out again soon (LIFO), to a program that writes it: fetch

@@ -74,7 +74,7 @@ bool Engine::extend_page(Page* page) noexcept {
     b->cookie = reinterpret_cast<uintptr_t>(b) ^ secret_;
     head = b;
   }
-  for (uint32_t i = done; i < done + n; ++i) page->mark_free(i);
+  for (uint32_t i = done; i < done + n; ++i) mark_block_free(page->block_at(i));
   page->free = head;
   page->extended.store(done + n, std::memory_order_relaxed);
   return true;
@@ -91,14 +91,14 @@ uint32_t Engine::collect_remote(Page* page, bool* damaged) noexcept {
   Block* tail = nullptr;
   for (Block* b = list; b != nullptr;) {
     Block* next = nullptr;
-    if (!next_checked(page, b, &next) || page->bit_is_free(page->index_of(b)) || n == page->capacity) {
+    if (!next_checked(page, b, &next) || block_bit_is_free(b) || n == page->capacity) {
       // A set bit: the owner holds it free (its list or block cache) and
       // another thread freed it again.
-      report_corruption(page, b, page->bit_is_free(page->index_of(b)));
+      report_corruption(page, b, block_bit_is_free(b));
       if (damaged != nullptr) *damaged = true;
       break;
     }
-    page->mark_free(page->index_of(b));
+    mark_block_free(b);
     tail = b;
     ++n;
     b = next;

@@ -252,7 +252,7 @@ void Engine::give_back(uintptr_t self, Page* page, Block* block) noexcept {
   if (owner == kOwnerShared) {
     give_back_shared(self, page, block);
   } else if (owner == self) {
-    free_local(page->heap.load(std::memory_order_relaxed), page, block, page->index_of(block));
+    free_local(page->heap.load(std::memory_order_relaxed), page, block);
   } else {
     block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
     push_remote(page, block, block);
@@ -281,7 +281,7 @@ void Engine::give_back_shared(uintptr_t self, Page* page, Block* block) noexcept
   {
     LockGuard lock(sc.lock);
     if (page->owner.load(std::memory_order_seq_cst) == kOwnerShared) {
-      const uint32_t used = push_local(page, block, page->index_of(block));
+      const uint32_t used = push_local(page, block);
       if (page->in_full) {
         sc.full.remove(page);
         page->in_full = 0;

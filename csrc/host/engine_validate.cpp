@@ -39,7 +39,7 @@ int64_t Engine::free_list_length(const Page& page, const Block* head, bool local
           .add("-byte block)");
       return -1;
     }
-    if (page.bit_is_free(page.index_of(b)) != local) {
+    if (block_bit_is_free(b) != local) {
       bad(why, local ? "page: a block on the local free list has its free bit clear"
                      : "page: a block on the remote free list has its free bit set");
       return -1;
@@ -74,8 +74,7 @@ bool Engine::validate_caches(int64_t cached[kNumClasses], Message* why) const {
             loc.page->heap.load(std::memory_order_relaxed) != h) {
           return bad(why, "block cache: a block of a page its heap does not own");
         }
-        if (!loc.page->bit_is_free(loc.page->index_of(b)))
-          return bad(why, "block cache: a block with its free bit clear");
+        if (!block_bit_is_free(b)) return bad(why, "block cache: a block with its free bit clear");
         ++cached[c];
       }
     }

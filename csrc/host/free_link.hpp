@@ -85,10 +85,10 @@ inline void Engine::set_link(const Page* page, Block* block, const Block* next) 
   block->link = hardened_ ? encode_link(page->link_key, next) : reinterpret_cast<uintptr_t>(next);
 }
 
-UNIPOOL_ALWAYS_INLINE uint32_t Engine::push_local(Page* page, Block* block, uint32_t index) noexcept {
+UNIPOOL_ALWAYS_INLINE uint32_t Engine::push_local(Page* page, Block* block) noexcept {
   set_link(page, block, page->free);
   block->cookie = reinterpret_cast<uintptr_t>(block) ^ secret_;
-  page->mark_free(index);
+  mark_block_free(block);
   page->free = block;
   const uint32_t used = page->used.load(std::memory_order_relaxed) - 1;
   page->used.store(used, std::memory_order_relaxed);
@@ -98,7 +98,7 @@ UNIPOOL_ALWAYS_INLINE uint32_t Engine::push_local(Page* page, Block* block, uint
 UNIPOOL_ALWAYS_INLINE void Engine::take_local(Page* page, Block* b, Block* next) noexcept {
   page->free = next;
   b->cookie = 0;
-  page->mark_live(page->index_of(b));
+  mark_block_live(b);
   page->used.store(page->used.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 

@@ -122,13 +122,7 @@ struct alignas(64) Page {
   // other page's bits.
   uint64_t* bitmap_words() const noexcept { return block_bit_word(reinterpret_cast<uintptr_t>(start)); }
   uint32_t bitmap_word_count() const noexcept { return (span + 1023) >> 10; }
-  uint32_t index_of(const void* p) const noexcept {
-    return static_cast<uint32_t>((page_offset_of(p) * reciprocal) >> 32);
-  }
   const char* block_at(uint32_t i) const noexcept { return start + uint64_t{i} * block_size; }
-  bool bit_is_free(uint32_t i) const noexcept { return block_bit_is_free(block_at(i)); }
-  void mark_free(uint32_t i) noexcept { mark_block_free(block_at(i)); }
-  void mark_live(uint32_t i) noexcept { mark_block_live(block_at(i)); }
   uint64_t page_offset_of(const void* p) const noexcept {
     return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(start);
   }
