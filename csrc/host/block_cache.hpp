@@ -5,19 +5,19 @@
 // hands back a block freed long ago (a cold line), and pushing a block on a
 // list writes into it, another cold line, at every free. So each heap keeps,
 // per class, a bounded stack of pointers to the blocks it freed most
-// recently from its own pages. A free pushes the pointer and sets the
-// block's free bit; an allocation pops the top, a block it freed a few
+// recently from its own pages. A free pushes the pointer and clears the
+// block's live bit; an allocation pops the top, a block it freed a few
 // operations ago. Neither reads or writes the block. jemalloc's tcache and
 // tcmalloc's per-CPU caches keep pointers the same way.
 //
 // Invariants (validate() checks each):
 // - A cached block is free for its user (the heap counted the free), its
-//   free bit is set (so the owner's second free, usable_size() and the slow
+//   live bit is clear (so the owner's second free, usable_size() and the slow
 //   paths see a free block), and it is still counted in page->used and on
 //   no page list: a page never empties under a cached block. The pages'
 //   live blocks are the heaps' live blocks plus the cached ones. Another
 //   thread's second free is found when the owner collects it: its bit is
-//   set, or, if the owner handed the block out again, its cookie is gone.
+//   clear, or, if the owner handed the block out again, its cookie is gone.
 // - Every cached block is on a page its heap owns. A page leaves its heap
 //   (shed to the shared lists, abandoned at thread exit) only after its
 //   cached blocks went back to its local list.
@@ -66,9 +66,9 @@ constexpr uint32_t block_cache_limit(HostThreadCache policy, bool hardened, uint
   return n < least ? least : (n > most ? most : n);
 }
 
-// The stacks; their counts sit in the heap's per-class hot lines. An
-// allocation clears a block's free bit from its address alone
-// (layout.hpp), without a chain of loads through the page.
+// The stacks; their counts and a pointer to each sit in the heap's
+// per-class hot lines. An allocation sets a block's live bit from its
+// address alone (layout.hpp), without a chain of loads through the page.
 struct BlockCache {
   Block* slots[kNumClasses][kCacheSlots];
 };

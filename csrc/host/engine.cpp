@@ -202,7 +202,7 @@ Status Engine::check_block(Page* page, const void* p) const noexcept {
   // frees again is caught when the owner collects it (collect_remote).
   const auto* b = static_cast<const Block*>(p);
   const bool owner = page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread);
-  if (b->cookie == (reinterpret_cast<uintptr_t>(p) ^ secret_) || (owner && block_bit_is_free(p))) {
+  if (b->cookie == (reinterpret_cast<uintptr_t>(p) ^ secret_) || (owner && !block_is_live(p))) {
     return misuse("double free (the block is already free)", p);
   }
   return Status::ok;
@@ -243,7 +243,7 @@ void* Engine::allocate_slow_once(size_t size, size_t alignment, bool* fresh) noe
     const uint32_t cls = alignment != 0 ? aligned_class(size, alignment) : class_of(size);
     if (cls < kNumClasses && kClassSize[cls] <= middle_max_) {
       if (Heap* heap = heap_for_thread()) {
-        if (heap->hot[cls].cached() != 0) return take_cached(heap, heap->hot[cls], cls);
+        if (heap->hot[cls].cached() != 0) return take_cached(heap->hot[cls]);
         Page* page = heap->hot[cls].page;
         if (page->free != nullptr) {
           Block* b = pop_block(page);
@@ -355,7 +355,7 @@ size_t Engine::usable_size(const void* p) const noexcept {
     if (page->owner.load(std::memory_order_relaxed) == kOwnerNone || off >= extended * page->block_size) return 0;
     if (((off * page->reciprocal) >> 32) * page->block_size != off) return 0;
     if (static_cast<const Block*>(p)->cookie == (reinterpret_cast<uintptr_t>(p) ^ secret_)) return 0;
-    if (block_bit_is_free(p)) return 0;  // in its owner's block cache
+    if (!block_is_live(p)) return 0;  // in its owner's block cache
     return page->block_size;
   }
   if (loc.kind == Kind::large) {

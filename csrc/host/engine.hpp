@@ -184,11 +184,11 @@ class Engine {
   void push_remote(Page* page, Block* first, Block* last) noexcept;
 
   // ---- the block cache (block_cache.hpp, engine_cache.cpp) ----
-  inline void* take_cached(Heap* heap, HeapClassHot& hot, uint32_t cls) noexcept;  // the top block (cached != 0)
-  inline void cache_push(Heap* heap, HeapClassHot& hot, uint32_t cls, Block* b) noexcept;
-  // An owner's free that finds its class's cache full (a cache there is:
-  // without one, the fast path pushes onto the page's list itself).
-  Status cache_overflow(Heap* heap, Page* page, Block* b) noexcept;
+  inline void* take_cached(HeapClassHot& hot) noexcept;  // the top block (cached != 0)
+  inline void cache_push(HeapClassHot& hot, Block* b) noexcept;
+  // An owner's free that finds its class's cache full, or has no cache
+  // (hardened=on): the older half of the cache, then the block, to the pages.
+  Status free_uncached(Page* page, Block* b) noexcept;
   void drain_cache(Heap* heap, uint32_t cls, uint32_t n) noexcept;  // the oldest n back to their pages
   void drain_caches(Heap* heap) noexcept;                           // every class
   // The cached blocks of `page` back to its local list (before it leaves its heap).
@@ -200,6 +200,7 @@ class Engine {
   Page* acquire_page(Heap* heap, uint32_t cls) noexcept;
   Page* take_shared_page(uint32_t cls, ThreadState* thread, Heap* heap) noexcept;
   void release_page(Page* page) noexcept;  // empty page back to its segment
+  void set_owner(Page* page, Heap* heap, uintptr_t owner) noexcept;
   void retire_empty_page(Heap* heap, Page* page) noexcept;
   Segment* new_segment(uint8_t kind) noexcept;
   void release_segment(Segment* segment) noexcept;

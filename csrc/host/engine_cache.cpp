@@ -8,15 +8,20 @@
 
 namespace unipool::host {
 
-Status Engine::cache_overflow(Heap* heap, Page* page, Block* b) noexcept {
+Status Engine::free_uncached(Page* page, Block* b) noexcept {
+  Heap* heap = page->heap.load(std::memory_order_relaxed);
   HeapClassHot& hot = heap->hot[page->cls];
+  if (hot.cache_limit == 0) {
+    free_local(heap, page, b);
+    return Status::ok;
+  }
   check_drain_epoch(heap);
   // The older half (all of a one-block cache): the newer blocks are the
   // ones still in the core's caches.
   if (hot.cached() != 0) drain_cache(heap, page->cls, hot.cached() - hot.cached() / 2);
   // A drained block of b's page may have shed the page (thread_cache=size).
   if (page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(heap->thread)) {
-    cache_push(heap, hot, page->cls, b);
+    cache_push(hot, b);
   } else {
     give_back(reinterpret_cast<uintptr_t>(heap->thread), page, b);
   }
@@ -25,7 +30,7 @@ Status Engine::cache_overflow(Heap* heap, Page* page, Block* b) noexcept {
 
 void Engine::drain_cache(Heap* heap, uint32_t cls, uint32_t n) noexcept {
   HeapClassHot& hot = heap->hot[cls];
-  Block** slots = heap->cache.slots[cls];
+  Block** slots = hot.slots;
   Block* out[kCacheSlots];
   std::memcpy(out, slots, n * sizeof(Block*));
   std::memmove(slots, slots + n, (hot.cached() - n) * sizeof(Block*));
@@ -56,7 +61,7 @@ void Engine::drain_caches(Heap* heap) noexcept {
 // caller is moving the page out of the heap.
 void Engine::drain_page(Heap* heap, Page* page) noexcept {
   HeapClassHot& hot = heap->hot[page->cls];
-  Block** slots = heap->cache.slots[page->cls];
+  Block** slots = hot.slots;
   uint32_t kept = 0;
   for (uint32_t i = 0; i < hot.cached(); ++i) {
     Block* b = slots[i];

@@ -4,10 +4,10 @@
 //   the top of its block cache (block_cache.hpp); else the current page's
 //   free list, its link checked first (free_link.hpp). No lock, no atomic
 //   read-modify-write.
-// free: arena bounds -> segment (mask) -> page (shift) -> block checks ->
-//   owner is this thread -> free bitmap bit clear, no remote frees pending ->
-//   push on the class's block cache; a full one sends its older half to the
-//   pages (out of line). Anything else (other thread's page, shared page,
+// free: arena bounds -> segment (mask) -> the page's tag (shift) and the
+//   block's live bit (layout.hpp) -> owner is this thread, no remote frees
+//   pending, a live block starts here -> push on the class's block cache; a
+//   full one sends its older half to the pages (out of line). Anything else (other thread's page, shared page,
 //   large, huge, misuse) goes to free_slow().
 #pragma once
 
@@ -28,7 +28,7 @@ inline void* Engine::pop_fast_as(uint32_t cls) noexcept {
   const HeapRef& ref = t_thread->heaps[slot_];
   if (UNIPOOL_LIKELY(ref.generation == generation_)) {
     HeapClassHot& hot = ref.heap->hot[cls];
-    if (UNIPOOL_LIKELY(hot.cached() != 0)) return take_cached(ref.heap, hot, cls);
+    if (UNIPOOL_LIKELY(hot.cached() != 0)) return take_cached(hot);
     Page* page = hot.page;
     Block* b = page->free;
     Block* next = nullptr;
@@ -74,10 +74,10 @@ inline void* Engine::allocate_aligned(size_t size, size_t alignment) noexcept {
   return allocate_slow(size, alignment);
 }
 
-inline void* Engine::take_cached(Heap* heap, HeapClassHot& hot, uint32_t cls) noexcept {
+inline void* Engine::take_cached(HeapClassHot& hot) noexcept {
   const uint32_t n = hot.cached() - 1;
   hot.set_cached(n);
-  Block* b = heap->cache.slots[cls][n];
+  Block* b = hot.slots[n];
   mark_block_live(b);
   // Live again: should another thread free it a second time meanwhile, the
   // owner's collect then finds no cookie on it (collect_remote).
@@ -88,10 +88,10 @@ inline void* Engine::take_cached(Heap* heap, HeapClassHot& hot, uint32_t cls) no
   return b;
 }
 
-inline void Engine::cache_push(Heap* heap, HeapClassHot& hot, uint32_t cls, Block* b) noexcept {
+inline void Engine::cache_push(HeapClassHot& hot, Block* b) noexcept {
   mark_block_free(b);
   const uint32_t n = hot.cached();
-  heap->cache.slots[cls][n] = b;
+  hot.slots[n] = b;
   hot.set_cached(n + 1);
 }
 
@@ -108,29 +108,23 @@ inline Status Engine::free(void* p) noexcept {
   if (UNIPOOL_LIKELY(off0 < fast_span_.load(std::memory_order_relaxed)) &&
       UNIPOOL_LIKELY(arena0_slots_.load(std::memory_order_relaxed)[off0 >> kSegmentShift].load(
                          std::memory_order_relaxed) == kSlotSegment)) {
-    Page* page = Segment::of(p)->page_of(p);
-    const uint64_t off = page->page_offset_of(p);
-    const auto idx = static_cast<uint32_t>((off * page->reciprocal) >> 32);
-    // Live proof without reading the block: its bit is clear (not on the
-    // local list nor in the cache) and no remote free is pending (it is not
-    // on xfree).
-    if (UNIPOOL_LIKELY(uint64_t{idx} * page->block_size == off &&
-                       idx < page->extended.load(std::memory_order_relaxed) &&
-                       page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread) &&
-                       !block_bit_is_free(p) && page->xfree.load(std::memory_order_relaxed) == nullptr)) {
-      Heap* heap = page->heap.load(std::memory_order_relaxed);
-      const uint32_t cls = page->cls;
-      HeapClassHot& hot = heap->hot[cls];
+    Segment* seg = Segment::of(p);
+    const PageTag& tag = seg->tags[seg->page_index_of(p)];
+    // Live proof from the tag and the bit alone (layout.hpp): a live block
+    // starts here, this thread owns the page, and no other thread's free
+    // of its blocks is pending (kRemotePending clear), so this is no second
+    // free of a block waiting on the remote list.
+    if (UNIPOOL_LIKELY((a & 15) == 0 &&
+                       tag.owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread) &&
+                       block_is_live(p))) {
+      HeapClassHot& hot = *tag.hot;
       bump(hot.frees);
-      if (UNIPOOL_UNLIKELY(hot.cached() >= hot.cache_limit)) {
-        if (hot.cache_limit != 0) return cache_overflow(heap, page, static_cast<Block*>(p));
-        free_local(heap, page, static_cast<Block*>(p));  // no cache (hardened=on)
-        return Status::ok;
-      }
+      if (UNIPOOL_UNLIKELY(hot.cached() >= hot.cache_limit))
+        return free_uncached(seg->page_of(p), static_cast<Block*>(p));
       // Handed out again soon (LIFO), to a program that writes it: fetch
       // its line now, in the background, as a push onto a list would.
       __builtin_prefetch(p, 1, 3);
-      cache_push(heap, hot, cls, static_cast<Block*>(p));
+      cache_push(hot, static_cast<Block*>(p));
       return Status::ok;
     }
   }

@@ -52,7 +52,8 @@ void Engine::format_page(Page* page, uint32_t cls) noexcept {
   // thread_cache=size: shed at a quarter free (engine_small.cpp). At half free,
   // rpmalloc_random x4 kept 6% more RSS (2,309 vs 2,170 MiB).
   page->shed_at = config_.thread_cache == HostThreadCache::size ? page->capacity / 4 * 3 : ~uint32_t{0};
-  std::memset(page->bitmap_words(), 0, uint64_t{page->bitmap_word_count()} * 8);
+  // No block is live yet: every bit of the page clear, its tail's too.
+  std::memset(seg->page_bits(page->index), 0, uint64_t{seg->page_bit_words(page->index)} * 8);
   page->free = nullptr;
   page->in_full = 0;
   page->used.store(0, std::memory_order_relaxed);
@@ -74,27 +75,31 @@ bool Engine::extend_page(Page* page) noexcept {
     b->cookie = reinterpret_cast<uintptr_t>(b) ^ secret_;
     head = b;
   }
-  for (uint32_t i = done; i < done + n; ++i) mark_block_free(page->block_at(i));
   page->free = head;
   page->extended.store(done + n, std::memory_order_relaxed);
   return true;
 }
 
 // Every link of the remote list gets every check (this is no fast path), and
-// a block already free for the owner (its bit set: on the local list or in
-// the block cache) cannot be on this one too.
+// a block already free for the owner (its bit clear: on the local list or in
+// the block cache) cannot be on this one too. The page's kRemotePending flag
+// is cleared before the list is taken: a push after the take sets it again.
 // A block that fails ends the walk: it and the blocks behind it stay counted
 // as used and are never handed out (engine_corruption.cpp).
 uint32_t Engine::collect_remote(Page* page, bool* damaged) noexcept {
+  std::atomic<uintptr_t>& tag_owner = Segment::of(page)->tag_of(page).owner;
+  if (tag_owner.load(std::memory_order_relaxed) & kRemotePending) {
+    tag_owner.fetch_and(~kRemotePending, std::memory_order_seq_cst);
+  }
   Block* list = page->take_remote();
   uint32_t n = 0;
   Block* tail = nullptr;
   for (Block* b = list; b != nullptr;) {
     Block* next = nullptr;
-    if (!next_checked(page, b, &next) || block_bit_is_free(b) || n == page->capacity) {
-      // A set bit: the owner holds it free (its list or block cache) and
+    if (!next_checked(page, b, &next) || !block_is_live(b) || n == page->capacity) {
+      // A clear bit: the owner holds it free (its list or block cache) and
       // another thread freed it again.
-      report_corruption(page, b, block_bit_is_free(b));
+      report_corruption(page, b, !block_is_live(b));
       if (damaged != nullptr) *damaged = true;
       break;
     }
@@ -125,6 +130,18 @@ Block* Engine::pop_block(Page* page) noexcept {
 
 // ---- pages between owners ---------------------------------------------------
 
+// Page::heap and Page::owner, and the page's tag (layout.hpp) with them: the
+// fast free path reads the tag only. Whoever may change the owner writes all
+// three (the owner itself, or the class lock's holder for a shared page);
+// the tag's kRemotePending flag starts clear.
+void Engine::set_owner(Page* page, Heap* heap, uintptr_t owner) noexcept {
+  page->heap.store(heap, std::memory_order_seq_cst);
+  page->owner.store(owner, std::memory_order_seq_cst);
+  PageTag& tag = Segment::of(page)->tag_of(page);
+  tag.hot = heap != nullptr && page->cls != kNoClass ? &heap->hot[page->cls] : nullptr;
+  tag.owner.store(owner, std::memory_order_seq_cst);
+}
+
 Page* Engine::acquire_page(Heap* heap, uint32_t cls) noexcept {
   const uint8_t kind = is_small_class(cls) ? 0 : 1;
   const uintptr_t owner = heap ? reinterpret_cast<uintptr_t>(heap->thread) : kOwnerShared;
@@ -133,7 +150,8 @@ Page* Engine::acquire_page(Heap* heap, uint32_t cls) noexcept {
       heap->empty_bytes -= Segment::of(page)->page_bytes(page->index);
       LockGuard lock(pages_lock_);  // stats() reads page formats under it
       format_page(page, cls);
-      return page;  // still owned by this thread
+      set_owner(page, heap, reinterpret_cast<uintptr_t>(heap->thread));  // still this thread's: a new class line
+      return page;
     }
     if (Page* page = take_shared_page(cls, heap->thread, heap)) return page;
   }
@@ -152,8 +170,7 @@ Page* Engine::acquire_page(Heap* heap, uint32_t cls) noexcept {
     page = &seg->pages[i];
     format_page(page, cls);
   }
-  page->heap.store(heap, std::memory_order_seq_cst);
-  page->owner.store(owner, std::memory_order_seq_cst);
+  set_owner(page, heap, owner);
   return page;
 }
 
@@ -165,8 +182,7 @@ Page* Engine::take_shared_page(uint32_t cls, ThreadState* thread, Heap* heap) no
     if (page == sc.page) continue;
     sc.avail.remove(page);
     sc.adoptable.fetch_sub(1, std::memory_order_relaxed);
-    page->heap.store(heap, std::memory_order_seq_cst);
-    page->owner.store(reinterpret_cast<uintptr_t>(thread), std::memory_order_seq_cst);
+    set_owner(page, heap, reinterpret_cast<uintptr_t>(thread));
     collect_remote(page);
     return page;
   }
@@ -198,8 +214,7 @@ void Engine::release_page(Page* page) noexcept {
   page->free = nullptr;
   page->in_full = 0;
   page->used.store(0, std::memory_order_relaxed);
-  page->heap.store(nullptr, std::memory_order_seq_cst);
-  page->owner.store(kOwnerNone, std::memory_order_seq_cst);
+  set_owner(page, nullptr, kOwnerNone);
   LockGuard lock(pages_lock_);
   seg->free_mask |= uint64_t{1} << page->index;
   --seg->pages_in_use;
@@ -251,8 +266,13 @@ Segment* Engine::new_segment(uint8_t kind) noexcept {
   seg->page_shift = static_cast<uint8_t>(kind == 0 ? kSmallPageShift : kMiddlePageShift);
   seg->page_count = static_cast<uint32_t>(kSegmentSize >> seg->page_shift);
   seg->pages_in_use = 0;
+  // The header's granules hold no block: their bits stay clear, so that a
+  // pointer into the header fails the fast free path's live test. (An
+  // arena range may hold anything before it becomes a segment.)
+  std::memset(block_bit_word(reinterpret_cast<uintptr_t>(seg)), 0, kSegmentHeaderBytes >> kGranuleShift >> 3);
   seg->free_mask = seg->page_count == 64 ? ~uint64_t{0} : (uint64_t{1} << seg->page_count) - 1;
   for (uint32_t i = 0; i < seg->page_count; ++i) {
+    new (&seg->tags[i]) PageTag{};
     Page* page = new (&seg->pages[i]) Page{};
     page->index = static_cast<uint8_t>(i);
     page->kind = kind;

@@ -191,8 +191,7 @@ void Engine::shed_page(Heap* heap, Page* page) noexcept {
   LockGuard lock(sc.lock);
   heap->lists[cls].avail.remove(page);
   collect_remote(page);
-  page->heap.store(nullptr, std::memory_order_seq_cst);
-  page->owner.store(kOwnerShared, std::memory_order_seq_cst);
+  set_owner(page, nullptr, kOwnerShared);
   collect_remote(page);  // pushes that saw the old owner
   sc.avail.push_back(page);
   sc.adoptable.fetch_add(1, std::memory_order_relaxed);
@@ -259,7 +258,20 @@ void Engine::give_back(uintptr_t self, Page* page, Block* block) noexcept {
   }
 }
 
+static_assert(alignof(ThreadState) > kRemotePending, "the flag sits in a ThreadState*'s low bits");
+
 void Engine::push_remote(Page* page, Block* first, Block* last) noexcept {
+  // Turn the owner's fast free path away from the page (layout.hpp's
+  // PageTag) before the push: until its blocks are on the list the page
+  // cannot empty, so the write lands in a live segment. Each flag set is
+  // followed by a push, so the owner's collect never leaves a flag behind
+  // with nothing pending; a push racing a collect may find the flag set and
+  // be left pending without it, when only the owner's on-the-spot refusal of
+  // a second free of it is lost (collect_remote still reports it).
+  std::atomic<uintptr_t>& tag_owner = Segment::of(page)->tag_of(page).owner;
+  if ((tag_owner.load(std::memory_order_relaxed) & kRemotePending) == 0) {
+    tag_owner.fetch_or(kRemotePending, std::memory_order_seq_cst);
+  }
   Block* head = page->xfree.load(std::memory_order_relaxed);
   do {
     set_link(page, last, head);
@@ -318,8 +330,7 @@ void Engine::abandon_pages(Heap* heap) noexcept {
           release_page(page);
           continue;
         }
-        page->heap.store(nullptr, std::memory_order_seq_cst);
-        page->owner.store(kOwnerShared, std::memory_order_seq_cst);
+        set_owner(page, nullptr, kOwnerShared);
         collect_remote(page);  // pushes that saw the old owner
         if (page->free != nullptr || page->extended.load(std::memory_order_relaxed) < page->capacity) {
           sc.avail.push(page);

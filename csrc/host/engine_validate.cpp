@@ -12,21 +12,44 @@ bool bad(Message* why, const char* what) {
   return false;
 }
 
-// Bits set in the free bitmap: the local free list's blocks (each of which
-// free_list_length() found with its bit set) and the cached ones.
-int64_t bitmap_count(const Page& page) {
+// Bits set in page i's live bitmap, each of which must be the first granule
+// of a carved block (none at all on an unformatted page): the live blocks,
+// those pending on the remote list too, but not the cached ones. -1, with
+// the reason, for a bit anywhere else.
+int64_t live_bit_count(Segment& seg, uint32_t i, Message* why) {
+  const Page& page = seg.pages[i];
+  const uint64_t* words = seg.page_bits(i);
   int64_t set = 0;
-  const uint64_t* words = page.bitmap_words();
-  for (uint32_t i = 0; i < page.bitmap_word_count(); ++i)
-    set += std::popcount(__atomic_load_n(&words[i], __ATOMIC_RELAXED));
+  for (uint32_t w = 0; w < seg.page_bit_words(i); ++w) {
+    for (uint64_t bits = __atomic_load_n(&words[w], __ATOMIC_RELAXED); bits != 0; bits &= bits - 1) {
+      const char* at =
+          seg.page_start(i) + ((uint64_t{w} * 64 + static_cast<uint64_t>(std::countr_zero(bits))) << kGranuleShift);
+      if (page.cls == kNoClass || !is_carved_block(&page, at)) {
+        bad(why, "page: a live bit that is not the start of a carved block");
+        return -1;
+      }
+      ++set;
+    }
+  }
   return set;
+}
+
+// The fast free path's view of the page (its tag) agrees with the page.
+bool tag_matches(const Segment& seg, uint32_t i) {
+  const Page& page = seg.pages[i];
+  const PageTag& tag = seg.tags[i];
+  const uintptr_t owner = tag.owner.load(std::memory_order_relaxed);
+  if ((owner & ~kRemotePending) != page.owner.load(std::memory_order_relaxed)) return false;
+  const Heap* heap = page.heap.load(std::memory_order_relaxed);
+  if (page.cls == kNoClass) return true;  // a heap's empty page: no live bit, the tag's line unread
+  return tag.hot == (heap != nullptr ? &heap->hot[page.cls] : nullptr);
 }
 
 }  // namespace
 
 // Walks a free list of a page with every check of free_link.hpp: each block
-// a carved block start with its cookie, its bit set on the local list and
-// clear on the remote one, no cycle. Returns the count, or -1 with the reason.
+// a carved block start with its cookie, its live bit clear on the local list
+// and set on the remote one, no cycle. Returns the count, or -1 with the reason.
 int64_t Engine::free_list_length(const Page& page, const Block* head, bool local, Message* why) const {
   int64_t n = 0;
   for (const Block* b = head; b != nullptr;) {
@@ -39,9 +62,9 @@ int64_t Engine::free_list_length(const Page& page, const Block* head, bool local
           .add("-byte block)");
       return -1;
     }
-    if (block_bit_is_free(b) != local) {
-      bad(why, local ? "page: a block on the local free list has its free bit clear"
-                     : "page: a block on the remote free list has its free bit set");
+    if (block_is_live(b) == local) {
+      bad(why, local ? "page: a block on the local free list has its live bit set"
+                     : "page: a block on the remote free list has its live bit clear");
       return -1;
     }
     if (++n > page.capacity) {
@@ -54,7 +77,7 @@ int64_t Engine::free_list_length(const Page& page, const Block* head, bool local
 }
 
 // Every cached block: a carved block of a page of its class that its heap
-// owns, its free bit set. Counts them per class; validate_pages() checks the
+// owns, its live bit clear. Counts them per class; validate_pages() checks the
 // count against the bits, which a block cached twice or a stray bit breaks.
 bool Engine::validate_caches(int64_t cached[kNumClasses], Message* why) const {
   for (uint32_t c = 0; c < kNumClasses; ++c) {
@@ -74,7 +97,7 @@ bool Engine::validate_caches(int64_t cached[kNumClasses], Message* why) const {
             loc.page->heap.load(std::memory_order_relaxed) != h) {
           return bad(why, "block cache: a block of a page its heap does not own");
         }
-        if (!block_bit_is_free(b)) return bad(why, "block cache: a block with its free bit clear");
+        if (block_is_live(b)) return bad(why, "block cache: a block with its live bit set");
         ++cached[c];
       }
     }
@@ -94,7 +117,7 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
   }
   int64_t page_live[kNumClasses] = {};
   uint64_t formatted = 0, listed = 0, segments = 0, cached_segments = 0;
-  int64_t cached_bits = 0;  // bits of blocks on no local list: the cached ones
+  int64_t cached_bits = 0;  // used blocks without a live bit: the cached ones
   for (const Segment* seg = all_segments_; seg != nullptr; seg = seg->all_next) {
     ++segments;
     if (seg->magic != (kSegmentMagic ^ reinterpret_cast<uintptr_t>(seg) ^ secret_) || seg->engine != this) {
@@ -114,12 +137,20 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
       return bad(why, "segment: pages in use + free pages != pages");
     }
     if (seg->pages_in_use == 0) ++cached_segments;
+    const uint64_t* header_bits = block_bit_word(reinterpret_cast<uintptr_t>(seg));
+    for (uint64_t w = 0; w < (kSegmentHeaderBytes >> kGranuleShift >> 6); ++w) {
+      if (__atomic_load_n(&header_bits[w], __ATOMIC_RELAXED) != 0) return bad(why, "segment: a live bit in its header");
+    }
     for (uint32_t i = 0; i < seg->page_count; ++i) {
       const Page& page = seg->pages[i];
       const bool is_free = (seg->free_mask >> i) & 1;
       const uintptr_t owner = page.owner.load(std::memory_order_relaxed);
       if (is_free != (owner == kOwnerNone)) return bad(why, "page: free mask and owner disagree");
-      if (is_free || page.cls == kNoClass) continue;
+      if (is_free) continue;
+      if (!tag_matches(*seg, i)) return bad(why, "page: its tag's owner or class line differs from the page's");
+      const int64_t bits = live_bit_count(const_cast<Segment&>(*seg), i, why);
+      if (bits < 0) return false;
+      if (page.cls == kNoClass) continue;
       ++formatted;
       if (page.block_size != kClassSize[page.cls] || page.index != i ||
           page.start != const_cast<Segment*>(seg)->page_start(i) ||
@@ -133,10 +164,9 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
       if (local < 0) return false;
       const int64_t remote = free_list_length(page, page.xfree.load(std::memory_order_relaxed), false, why);
       if (remote < 0) return false;
-      const int64_t bits = bitmap_count(page);
-      if (bits < local) return bad(why, "page: free bitmap has fewer bits than the local free list");
-      cached_bits += bits - local;
       const uint32_t used = page.used.load(std::memory_order_relaxed);
+      if (bits > used) return bad(why, "page: more live bits than used blocks");
+      cached_bits += used - bits;
       const uint32_t extended = page.extended.load(std::memory_order_relaxed);
       if (extended > page.capacity || used + local != extended) {
         return bad(why, "page: used + free blocks != carved blocks");
@@ -152,7 +182,7 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
   if (!validate_caches(cached, why)) return false;
   int64_t all_cached = 0;
   for (const int64_t n : cached) all_cached += n;
-  if (all_cached != cached_bits) return bad(why, "page: free bits differ from the local free lists + cached blocks");
+  if (all_cached != cached_bits) return bad(why, "page: used blocks without a live bit differ from the cached blocks");
   for (uint32_t c = 0; c < kNumClasses; ++c) {
     if (page_live[c] != live[c] + cached[c]) {
       why->add("class ")

@@ -69,7 +69,7 @@ inline Block* decode_link(uint64_t key, uintptr_t stored) noexcept {
 }
 
 // p lies where the page's blocks go (carved or not; no alignment check): a
-// block popped from there reads mapped memory, and its free bit lies in the
+// block popped from there reads mapped memory, and its live bit lies in the
 // page's own bitmap words, so neither the pop nor its bitmap write leaves
 // the page.
 inline bool in_page_span(const Page* page, const void* p) noexcept { return page->page_offset_of(p) < page->span; }

@@ -31,6 +31,7 @@ struct alignas(64) HeapClassHot {
   std::atomic<uint64_t> flushed_live;  // allocs - frees last folded into the pool's gauges
   std::atomic<uint32_t> cached_count;  // blocks in the class's block cache; owner writes, stats() reads
   uint32_t cache_limit;                // at most this many (0: no cache)
+  Block** slots;                       // the class's stack in the heap's BlockCache
 
   uint32_t cached() const noexcept { return cached_count.load(std::memory_order_relaxed); }
   void set_cached(uint32_t n) noexcept { cached_count.store(n, std::memory_order_relaxed); }
@@ -85,7 +86,9 @@ extern Page g_empty_page;
 // Back to a fresh heap's state without constructing over the object: other
 // threads may still touch remote_mask of a heap that is being recycled.
 inline void Heap::reset() noexcept {
-  for (HeapClassHot& h : hot) {
+  for (uint32_t c = 0; c < kNumClasses; ++c) {
+    HeapClassHot& h = hot[c];
+    h.slots = cache.slots[c];
     h.page = &g_empty_page;
     h.allocs.store(0, std::memory_order_relaxed);
     h.frees.store(0, std::memory_order_relaxed);

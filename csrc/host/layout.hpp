@@ -9,15 +9,24 @@
 // A free block holds the link to the next block of its list (plain, or
 // encoded with its page's key under hardened=on: free_link.hpp) and a cookie
 // (its address mixed with the pool's secret); a live block's cookie word is
-// cleared when it is handed out. The slow paths tell a double free from a first one by the
-// cookie. The owner's fast free path must not read the block (a cold line that
-// it otherwise only writes), so the segment header also keeps a free bitmap:
-// one bit per 16-byte granule of the segment, the bit of a block's first
-// granule set while the block is on its page's local free list or in its
-// owner's block cache (block_cache.hpp). Together with "no remote frees
-// pending" (xfree empty) a clear bit proves the block live. The bit's place
-// follows from the block's address alone (block_bit_word): the free path
-// loads it at the same time as the page descriptor, not after it.
+// cleared when it is handed out. The slow paths tell a double free from a
+// first one by the cookie.
+//
+// The owner's fast free path reads neither the block (a cold line that it
+// otherwise only writes) nor the page descriptor (two lines per page, too
+// many to stay cached under a big live set). It reads two things the
+// segment header keeps for it:
+// - the live bitmap: one bit per 16-byte granule of the segment, set only
+//   at the first granule of a block its owner handed out and has not had
+//   back (blocks on the local free list, in the owner's block cache,
+//   never carved, and every granule inside a block keep a clear bit). A set
+//   bit alone proves "a live block starts here": a 16-aligned pointer
+//   inside a block, into a page's tail or an unformatted page finds a clear
+//   bit. Its place follows from the address (block_bit_word). A fresh or
+//   emptied page has no bit set, so formatting a page needs no setting of
+//   bits.
+// - the page tags (PageTag): each page's owner and its owner's class line,
+//   16 bytes a page, 64 pages in 16 lines.
 #pragma once
 
 #include <atomic>
@@ -36,10 +45,10 @@ inline constexpr uint64_t kSegmentSize = uint64_t{1} << kSegmentShift;
 inline constexpr unsigned kSmallPageShift = 16;   // 64 KiB
 inline constexpr unsigned kMiddlePageShift = 18;  // 256 KiB
 inline constexpr uint32_t kMaxPagesPerSegment = 64;
-// The header: the Segment struct, then the free bitmap, a bit per granule
-// (32 KiB; the bits of the header's own granules are never read). In one
-// place the bits stay cached; at the pages' tails, 64 KiB apart, they would
-// all fall into the same few cache sets.
+// The header: the Segment struct, then the live bitmap, a bit per granule
+// (32 KiB; the bits of the header's own granules stay clear). In one place
+// the bits stay cached; at the pages' tails, 64 KiB apart, they would all
+// fall into the same few cache sets.
 inline constexpr unsigned kGranuleShift = 4;  // every block starts 16-aligned
 inline constexpr uint64_t kSegmentBitmapsOffset = 12 << 10;
 inline constexpr uint64_t kBitmapBytes = kSegmentSize >> kGranuleShift >> 3;
@@ -47,7 +56,7 @@ inline constexpr uint64_t kBitmapBytes = kSegmentSize >> kGranuleShift >> 3;
 // class alignment up to 4 KiB holds in page 0 too).
 inline constexpr uint64_t kSegmentHeaderBytes = kSegmentBitmapsOffset + kBitmapBytes;
 
-// The word of the free bitmap that holds the bit of the block at `a`, and
+// The word of the live bitmap that holds the bit of the block at `a`, and
 // the bit in it: 64 granules, 1 KiB of the segment, per word.
 inline uint64_t* block_bit_word(uintptr_t a) noexcept {
   return reinterpret_cast<uint64_t*>(align_down(a, kSegmentSize) + kSegmentBitmapsOffset) +
@@ -58,16 +67,16 @@ inline uint32_t block_bit(uintptr_t a) noexcept { return static_cast<uint32_t>(a
 // Written by the owner only (a relaxed load and store, no locked
 // instruction); atomic so that a free from another thread may read a bit to
 // tell a double free (check_block).
-inline bool block_bit_is_free(const void* block) noexcept {
+inline bool block_is_live(const void* block) noexcept {
   const auto a = reinterpret_cast<uintptr_t>(block);
   return (__atomic_load_n(block_bit_word(a), __ATOMIC_RELAXED) >> block_bit(a)) & 1;
 }
-inline void mark_block_free(const void* block) noexcept {
+inline void mark_block_live(const void* block) noexcept {
   const auto a = reinterpret_cast<uintptr_t>(block);
   uint64_t* word = block_bit_word(a);
   __atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) | (uint64_t{1} << block_bit(a)), __ATOMIC_RELAXED);
 }
-inline void mark_block_live(const void* block) noexcept {
+inline void mark_block_free(const void* block) noexcept {
   const auto a = reinterpret_cast<uintptr_t>(block);
   uint64_t* word = block_bit_word(a);
   __atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) & ~(uint64_t{1} << block_bit(a)), __ATOMIC_RELAXED);
@@ -117,11 +126,6 @@ struct alignas(64) Page {
     if (xfree.load(std::memory_order_relaxed) == nullptr) return nullptr;
     return xfree.exchange(nullptr, std::memory_order_acquire);
   }
-  // The bitmap words of its blocks' bits: the page's first granule starts
-  // a word (pages start on 1 KiB boundaries), and its last word holds no
-  // other page's bits.
-  uint64_t* bitmap_words() const noexcept { return block_bit_word(reinterpret_cast<uintptr_t>(start)); }
-  uint32_t bitmap_word_count() const noexcept { return (span + 1023) >> 10; }
   const char* block_at(uint32_t i) const noexcept { return start + uint64_t{i} * block_size; }
   uint64_t page_offset_of(const void* p) const noexcept {
     return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(start);
@@ -169,6 +173,24 @@ struct PageList {
   }
 };
 
+struct HeapClassHot;
+
+// What the owner's fast free path needs of a page, kept apart from its
+// descriptor (heap.hpp's hot lines and engine_fast.hpp's free()).
+// owner mirrors Page::owner (Engine::set_owner writes both), plus one flag:
+// kRemotePending, set by a free from another thread before it pushes onto
+// the page's remote list (push_remote), cleared by the owner before it
+// takes the list (collect_remote) or by a change of owner. With it set the
+// owner's fast path no longer matches and takes the slow one, where a block
+// pending on the remote list is told apart from a live one. hot: the owning heap's line of the page's class; nullptr
+// for a shared or free page (an unformatted page a heap keeps has no set bit, so the fast path never reads it).
+struct PageTag {
+  std::atomic<uintptr_t> owner{kOwnerNone};
+  HeapClassHot* hot = nullptr;
+};
+static_assert(sizeof(PageTag) == 16);
+inline constexpr uintptr_t kRemotePending = 2;  // a ThreadState* is 8-aligned
+
 struct Segment {
   uintptr_t magic;            // kSegmentMagic ^ address ^ secret
   Engine* engine;
@@ -185,14 +207,17 @@ struct Segment {
   Segment* all_next;          // the engine's list of every segment it holds
   Segment* all_prev;
   bool in_free_list;
-  alignas(64) Page pages[kMaxPagesPerSegment];
+  alignas(64) PageTag tags[kMaxPagesPerSegment];
+  Page pages[kMaxPagesPerSegment];
 
   static Segment* of(const void* p) noexcept {
     return reinterpret_cast<Segment*>(align_down(reinterpret_cast<uintptr_t>(p), kSegmentSize));
   }
-  Page* page_of(const void* p) noexcept {
-    return &pages[(reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(this)) >> page_shift];
+  uint32_t page_index_of(const void* p) const noexcept {
+    return static_cast<uint32_t>((reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(this)) >> page_shift);
   }
+  Page* page_of(const void* p) noexcept { return &pages[page_index_of(p)]; }
+  PageTag& tag_of(const Page* page) noexcept { return tags[page - pages]; }
   char* page_start(uint32_t i) noexcept {
     char* base = reinterpret_cast<char*>(this) + (uint64_t{i} << page_shift);
     return i == 0 ? base + kSegmentHeaderBytes : base;
@@ -201,6 +226,11 @@ struct Segment {
     const uint64_t full = uint64_t{1} << page_shift;
     return i == 0 ? full - kSegmentHeaderBytes : full;
   }
+  // The live bitmap's words of page i: its first granule starts a word
+  // (pages start on 1 KiB boundaries), and its last word holds no other
+  // page's bits.
+  uint64_t* page_bits(uint32_t i) noexcept { return block_bit_word(reinterpret_cast<uintptr_t>(page_start(i))); }
+  uint32_t page_bit_words(uint32_t i) const noexcept { return static_cast<uint32_t>(page_bytes(i) >> 10); }
 };
 static_assert(sizeof(Segment) <= kSegmentBitmapsOffset);
 static_assert((kSegmentHeaderBytes & 4095) == 0);

@@ -65,7 +65,7 @@ inline constexpr auto kClassReciprocal = detail::make_reciprocals();
 
 static_assert(kClassSize[kNumSmallClasses - 1] == kSmallMax);
 static_assert(kClassSize[kNumClasses - 1] == kMiddleLimit);
-// Every block starts on a 16-byte granule: its free bit (layout.hpp) is its
+// Every block starts on a 16-byte granule: its live bit (layout.hpp) is its
 // first granule's.
 static_assert([] {
   for (uint32_t size : kClassSize) {

@@ -36,8 +36,8 @@ TEST_P(HostMisuse, DoubleFreeIsRefusedAndThePoolStaysValid) {
   EXPECT_VALID(pool);
 }
 
-// The owner's fast free path proves a block live from the page's free bitmap
-// and an empty remote list, without reading the block: a block another thread
+// The owner's fast free path proves a block live from the page's live bitmap
+// and its tag's pending flag, without reading the block: a block another thread
 // freed (pending on the remote list) or one the owner freed (on the local
 // list, then collected) must still be refused from either side.
 TEST_P(HostMisuse, DoubleFreeAcrossThreadsIsRefused) {
@@ -89,7 +89,7 @@ INSTANTIATE_TEST_SUITE_P(Paths, HostMisuse,
                          ::testing::Values(size_t{16}, size_t{200}, size_t{4000}, size_t{30000}, size_t{100000},
                                            size_t{9} << 20));
 
-// The free bits sit one per 16-byte granule of a segment, found from a
+// The live bits sit one per 16-byte granule of a segment, found from a
 // block's address: over three pages of a class, alternate blocks freed are
 // each refused a second time, their neighbours (on either side of a page
 // boundary too) stay live, and validate() recounts every page's bits.
@@ -140,6 +140,27 @@ TEST(HostMisuseForeign, PointersThePoolNeverGaveOutAreRefused) {
   EXPECT_EQ(pool.deallocate(mine), Status::ok);
   EXPECT_EQ(pool.deallocate(big), Status::ok);
   EXPECT_EQ(pool.deallocate(nullptr), Status::ok);
+  EXPECT_VALID(pool);
+}
+
+// The owner's fast free path accepts a pointer on its live bit alone: the
+// 4 MiB segment's header (the page descriptors, tags and bitmap, where no
+// bit is ever set) and every granule inside a live block must fail it.
+TEST(HostMisuseForeign, PointersIntoASegmentHeaderOrInsideABlockAreRefused) {
+  HostPool pool(kTestConf);
+  auto* first = static_cast<char*>(pool.allocate(64).ptr);
+  ASSERT_NE(first, nullptr);
+  char* segment = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(first) & ~((uintptr_t{4} << 20) - 1));
+  uint64_t refused = 0;
+  for (char* p = segment; p < first; p += 16 * 97) {  // every 97th granule of the header
+    EXPECT_EQ(pool.deallocate(p), Status::not_live) << static_cast<const void*>(p);
+    ++refused;
+  }
+  EXPECT_EQ(pool.deallocate(first - 16), Status::not_live);
+  for (int g = 1; g < 4; ++g) EXPECT_EQ(pool.deallocate(first + 16 * g), Status::not_live) << g;
+  EXPECT_EQ(pool.stats().misuse_errors, refused + 4);
+  EXPECT_VALID(pool);
+  EXPECT_EQ(pool.deallocate(first), Status::ok);
   EXPECT_VALID(pool);
 }
 
