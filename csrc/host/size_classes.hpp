@@ -79,15 +79,48 @@ inline uint32_t class_of(uint64_t size) noexcept { return kClassOfIndex[(size + 
 
 inline bool is_small_class(uint32_t cls) noexcept { return cls < kNumSmallClasses; }
 
+namespace detail {
+// For each alignment from 32 to kMaxClassAlignment (shift 5 to 12), the
+// smallest class whose blocks are multiples of it, by size / alignment (the
+// size rounded up to the alignment), one table after the other: 4 KiB in
+// all, so that aligned_alloc's class costs one load, not a loop over classes
+// with a branch per class.
+inline constexpr unsigned kFirstAlignShift = 5, kLastAlignShift = 12;
+constexpr uint32_t aligned_table_start(unsigned shift) {
+  uint32_t at = 0;
+  for (unsigned s = kFirstAlignShift; s < shift; ++s) at += (kMiddleLimit >> s) + 1;
+  return at;
+}
+constexpr auto make_aligned_class_table() {
+  std::array<uint8_t, aligned_table_start(kLastAlignShift + 1)> table{};
+  for (unsigned s = kFirstAlignShift; s <= kLastAlignShift; ++s) {
+    uint32_t cls = 0;  // never smaller for a larger size: carried (clang's constexpr step limit)
+    for (uint32_t i = 0; i <= (kMiddleLimit >> s); ++i) {
+      while (cls < kNumClasses && (kClassSize[cls] < (i << s) || kClassSize[cls] % (1u << s) != 0)) ++cls;
+      table[aligned_table_start(s) + i] = static_cast<uint8_t>(cls);
+    }
+  }
+  return table;
+}
+constexpr auto make_aligned_table_starts() {
+  std::array<uint32_t, kLastAlignShift + 1> starts{};
+  for (unsigned s = kFirstAlignShift; s <= kLastAlignShift; ++s) starts[s] = aligned_table_start(s);
+  return starts;
+}
+inline constexpr auto kAlignedTableStart = make_aligned_table_starts();
+}  // namespace detail
+static_assert(kMaxClassAlignment == 1u << detail::kLastAlignShift);
+inline constexpr auto kAlignedClassOf = detail::make_aligned_class_table();
+
 // The smallest class that holds `size` and whose blocks are multiples of
 // `alignment` (a power of two <= kMaxClassAlignment), or kNumClasses if none
 // up to kMiddleLimit.
 inline uint32_t aligned_class(uint64_t size, uint64_t alignment) noexcept {
   const uint64_t rounded = align_up(size, alignment);
   if (rounded > kMiddleLimit) return kNumClasses;
-  uint32_t cls = class_of(rounded);
-  while (cls < kNumClasses && (kClassSize[cls] & (alignment - 1)) != 0) ++cls;  // no division: a power of two
-  return cls;
+  const auto shift = static_cast<unsigned>(__builtin_ctzll(alignment));
+  if (shift < detail::kFirstAlignShift) return class_of(rounded);  // every class is a multiple of 16
+  return kAlignedClassOf[detail::kAlignedTableStart[shift] + (rounded >> shift)];
 }
 
 }  // namespace unipool::host

@@ -6,6 +6,7 @@
 #include <set>
 #include <vector>
 
+#include "host/size_classes.hpp"
 #include "host_test_util.hpp"
 #include "support/rng.hpp"
 #include "support/test_scale.hpp"
@@ -287,6 +288,21 @@ TEST(HostPool, DefaultPoolIsUsable) {
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(&pool, HostPool::default_pool_nothrow());
   EXPECT_EQ(pool.deallocate(p), Status::ok);
+}
+
+// aligned_alloc's class comes from a table: for every power-of-two
+// alignment up to 4 KiB and every size up to the largest middle class (and
+// one past it), it is the smallest class that holds the size and whose
+// blocks are multiples of the alignment, as a walk over the classes finds.
+TEST(HostSizeClasses, AlignedClassIsTheSmallestClassOfThatAlignment) {
+  using namespace unipool::host;
+  for (uint64_t alignment = 1; alignment <= kMaxClassAlignment; alignment *= 2) {
+    for (uint64_t size = 1; size <= kMiddleLimit + 1; ++size) {
+      uint32_t expect = 0;
+      while (expect < kNumClasses && (kClassSize[expect] < size || kClassSize[expect] % alignment != 0)) ++expect;
+      ASSERT_EQ(aligned_class(size, alignment), expect) << "size " << size << " alignment " << alignment;
+    }
+  }
 }
 
 }  // namespace
