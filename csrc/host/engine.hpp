@@ -186,8 +186,9 @@ class Engine {
   // ---- the block cache (block_cache.hpp, engine_cache.cpp) ----
   inline void* take_cached(HeapClassHot& hot) noexcept;  // the top block (cached != 0)
   inline void cache_push(HeapClassHot& hot, Block* b) noexcept;
-  // An owner's free that finds its class's cache full, or has no cache
-  // (hardened=on): the older half of the cache, then the block, to the pages.
+  // An owner's free that finds its class's cache full (the older half of
+  // the cache, then the block, to the pages) or has none (hardened=on: the
+  // block alone).
   Status free_uncached(Page* page, Block* b) noexcept;
   void drain_cache(Heap* heap, uint32_t cls, uint32_t n) noexcept;  // the oldest n back to their pages
   void drain_caches(Heap* heap) noexcept;                           // every class

@@ -7,8 +7,9 @@
 // free: arena bounds -> segment (mask) -> the page's tag (shift) and the
 //   block's live bit (layout.hpp) -> owner is this thread, no remote frees
 //   pending, a live block starts here -> push on the class's block cache; a
-//   full one sends its older half to the pages (out of line). Anything else (other thread's page, shared page,
-//   large, huge, misuse) goes to free_slow().
+//   full one sends its older half to the pages (out of line). Anything else
+//   (other thread's page, shared page, large, huge, misuse) goes to
+//   free_slow().
 #pragma once
 
 #include "host/engine.hpp"

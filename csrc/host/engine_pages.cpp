@@ -83,15 +83,20 @@ bool Engine::extend_page(Page* page) noexcept {
 // Every link of the remote list gets every check (this is no fast path), and
 // a block already free for the owner (its bit clear: on the local list or in
 // the block cache) cannot be on this one too. The page's kRemotePending flag
-// is cleared before the list is taken: a push after the take sets it again.
+// is cleared after the list is taken: a flag set before the clear either
+// came with a push the take got, or leaves a push pending without the flag
+// (only the owner's on-the-spot refusal of a second free of that block is
+// lost: this walk still reports it); a flag set after it always comes
+// before a push that lands after the take. So no flag is left set over an
+// empty list, which would keep the owner's frees off the fast path.
 // A block that fails ends the walk: it and the blocks behind it stay counted
 // as used and are never handed out (engine_corruption.cpp).
 uint32_t Engine::collect_remote(Page* page, bool* damaged) noexcept {
+  Block* list = page->take_remote();
   std::atomic<uintptr_t>& tag_owner = Segment::of(page)->tag_of(page).owner;
   if (tag_owner.load(std::memory_order_relaxed) & kRemotePending) {
     tag_owner.fetch_and(~kRemotePending, std::memory_order_seq_cst);
   }
-  Block* list = page->take_remote();
   uint32_t n = 0;
   Block* tail = nullptr;
   for (Block* b = list; b != nullptr;) {

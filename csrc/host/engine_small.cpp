@@ -263,11 +263,8 @@ static_assert(alignof(ThreadState) > kRemotePending, "the flag sits in a ThreadS
 void Engine::push_remote(Page* page, Block* first, Block* last) noexcept {
   // Turn the owner's fast free path away from the page (layout.hpp's
   // PageTag) before the push: until its blocks are on the list the page
-  // cannot empty, so the write lands in a live segment. Each flag set is
-  // followed by a push, so the owner's collect never leaves a flag behind
-  // with nothing pending; a push racing a collect may find the flag set and
-  // be left pending without it, when only the owner's on-the-spot refusal of
-  // a second free of it is lost (collect_remote still reports it).
+  // cannot empty, so the write lands in a live segment. How the flag and a
+  // racing collect meet: collect_remote.
   std::atomic<uintptr_t>& tag_owner = Segment::of(page)->tag_of(page).owner;
   if ((tag_owner.load(std::memory_order_relaxed) & kRemotePending) == 0) {
     tag_owner.fetch_or(kRemotePending, std::memory_order_seq_cst);

@@ -146,7 +146,12 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
       const bool is_free = (seg->free_mask >> i) & 1;
       const uintptr_t owner = page.owner.load(std::memory_order_relaxed);
       if (is_free != (owner == kOwnerNone)) return bad(why, "page: free mask and owner disagree");
-      if (is_free) continue;
+      if (is_free) {
+        if ((seg->tags[i].owner.load(std::memory_order_relaxed) & ~kRemotePending) != kOwnerNone) {
+          return bad(why, "page: a free page's tag names an owner");
+        }
+        continue;
+      }
       if (!tag_matches(*seg, i)) return bad(why, "page: its tag's owner or class line differs from the page's");
       const int64_t bits = live_bit_count(const_cast<Segment&>(*seg), i, why);
       if (bits < 0) return false;

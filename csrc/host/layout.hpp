@@ -19,12 +19,13 @@
 // - the live bitmap: one bit per 16-byte granule of the segment, set only
 //   at the first granule of a block its owner handed out and has not had
 //   back (blocks on the local free list, in the owner's block cache,
-//   never carved, and every granule inside a block keep a clear bit). A set
-//   bit alone proves "a live block starts here": a 16-aligned pointer
-//   inside a block, into a page's tail or an unformatted page finds a clear
-//   bit. Its place follows from the address (block_bit_word). A fresh or
-//   emptied page has no bit set, so formatting a page needs no setting of
-//   bits.
+//   never carved, and every granule inside a block keep a clear bit). On a
+//   page its owner formatted, a set bit alone proves "a live block starts
+//   here": a 16-aligned pointer inside a block or into the page's tail
+//   finds a clear bit, and so does one into the header. (A free page's bits
+//   may hold anything until it is formatted: its tag names no owner.) Its
+//   place follows from the address (block_bit_word). An emptied page has no
+//   bit set, so formatting clears bits but sets none.
 // - the page tags (PageTag): each page's owner and its owner's class line,
 //   16 bytes a page, 64 pages in 16 lines.
 #pragma once
@@ -179,11 +180,13 @@ struct HeapClassHot;
 // descriptor (heap.hpp's hot lines and engine_fast.hpp's free()).
 // owner mirrors Page::owner (Engine::set_owner writes both), plus one flag:
 // kRemotePending, set by a free from another thread before it pushes onto
-// the page's remote list (push_remote), cleared by the owner before it
+// the page's remote list (push_remote), cleared by the owner after it
 // takes the list (collect_remote) or by a change of owner. With it set the
 // owner's fast path no longer matches and takes the slow one, where a block
-// pending on the remote list is told apart from a live one. hot: the owning heap's line of the page's class; nullptr
-// for a shared or free page (an unformatted page a heap keeps has no set bit, so the fast path never reads it).
+// pending on the remote list is told apart from a live one.
+// hot: the owning heap's line of the page's class; nullptr for a shared or
+// free page (an unformatted page a heap keeps has no set bit, so the fast
+// path never reads it).
 struct PageTag {
   std::atomic<uintptr_t> owner{kOwnerNone};
   HeapClassHot* hot = nullptr;

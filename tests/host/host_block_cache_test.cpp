@@ -93,8 +93,8 @@ TEST(HostBlockCache, AnotherThreadsSecondFreeIsFoundByTheOwner) {
 
 // A remote free turns the owner's fast free away from the page (its tag's
 // pending flag) until the owner collects: the owner's frees into the page
-// skip the cache meanwhile; after the collect they are cached again. A flag
-// left set would keep the page off the cache for good.
+// skip the cache meanwhile; after the collect they are cached again (a flag
+// the collect left set would keep them off the cache).
 TEST(HostBlockCache, ARemoteFreeSendsTheOwnerSlowOnlyUntilItCollects) {
   HostPool pool(kTestConf);
   void* by_other = pool.allocate(96);
