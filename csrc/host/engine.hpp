@@ -114,6 +114,7 @@ class Engine {
   void* allocate_hardened(size_t size) noexcept;
   inline void* allocate_aligned(size_t size, size_t alignment) noexcept;
   inline Status free(void* p) noexcept;
+  inline HeapClassHot* owned_live_block(const void* p) const noexcept;
 
   // ---- slow paths and the rest ----
   // *fresh (if given): the block is new memory from the OS, never handed out

@@ -103,31 +103,40 @@ UNIPOOL_ALWAYS_INLINE void Engine::free_local(Heap* heap, Page* page, Block* b) 
   }
 }
 
-inline Status Engine::free(void* p) noexcept {
+// The live proof from the page's tag and the block's bit alone
+// (layout.hpp): p lies in a segment of arena 0, a live block starts there,
+// this thread owns its page, and no other thread's free of the page's blocks
+// is pending (kRemotePending clear: p is no block waiting on the remote
+// list). The owner's class line, or nullptr when any of that fails (the
+// slow paths then look closer).
+inline HeapClassHot* Engine::owned_live_block(const void* p) const noexcept {
   const auto a = reinterpret_cast<uintptr_t>(p);
   const uintptr_t off0 = a - arena0_base_.load(std::memory_order_relaxed);
   if (UNIPOOL_LIKELY(off0 < fast_span_.load(std::memory_order_relaxed)) &&
       UNIPOOL_LIKELY(arena0_slots_.load(std::memory_order_relaxed)[off0 >> kSegmentShift].load(
                          std::memory_order_relaxed) == kSlotSegment)) {
-    Segment* seg = Segment::of(p);
+    const Segment* seg = Segment::of(p);
     const PageTag& tag = seg->tags[seg->page_index_of(p)];
-    // Live proof from the tag and the bit alone (layout.hpp): a live block
-    // starts here, this thread owns the page, and no other thread's free
-    // of its blocks is pending (kRemotePending clear), so this is no second
-    // free of a block waiting on the remote list.
     if (UNIPOOL_LIKELY((a & 15) == 0 &&
                        tag.owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread) &&
                        block_is_live(p))) {
-      HeapClassHot& hot = *tag.hot;
-      bump(hot.frees);
-      if (UNIPOOL_UNLIKELY(hot.cached() >= hot.cache_limit))
-        return free_uncached(seg->page_of(p), static_cast<Block*>(p));
-      // Handed out again soon (LIFO), to a program that writes it: fetch
-      // its line now, in the background, as a push onto a list would.
-      __builtin_prefetch(p, 1, 3);
-      cache_push(hot, static_cast<Block*>(p));
-      return Status::ok;
+      return tag.hot;
     }
+  }
+  return nullptr;
+}
+
+inline Status Engine::free(void* p) noexcept {
+  if (HeapClassHot* hot = owned_live_block(p)) {
+    bump(hot->frees);
+    if (UNIPOOL_UNLIKELY(hot->cached() >= hot->cache_limit)) {
+      return free_uncached(Segment::of(p)->page_of(p), static_cast<Block*>(p));
+    }
+    // Handed out again soon (LIFO), to a program that writes it: fetch its
+    // line now, in the background, as a push onto a list would.
+    __builtin_prefetch(p, 1, 3);
+    cache_push(*hot, static_cast<Block*>(p));
+    return Status::ok;
   }
   return free_slow(p);
 }

@@ -32,6 +32,7 @@ struct alignas(64) HeapClassHot {
   std::atomic<uint32_t> cached_count;  // blocks in the class's block cache; owner writes, stats() reads
   uint32_t cache_limit;                // at most this many (0: no cache)
   Block** slots;                       // the class's stack in the heap's BlockCache
+  uint32_t block_size;                 // the class's (usable_size() of an owned block)
 
   uint32_t cached() const noexcept { return cached_count.load(std::memory_order_relaxed); }
   void set_cached(uint32_t n) noexcept { cached_count.store(n, std::memory_order_relaxed); }
@@ -89,6 +90,7 @@ inline void Heap::reset() noexcept {
   for (uint32_t c = 0; c < kNumClasses; ++c) {
     HeapClassHot& h = hot[c];
     h.slots = cache.slots[c];
+    h.block_size = kClassSize[c];
     h.page = &g_empty_page;
     h.allocs.store(0, std::memory_order_relaxed);
     h.frees.store(0, std::memory_order_relaxed);

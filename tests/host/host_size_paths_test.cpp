@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "host/size_classes.hpp"
@@ -303,6 +304,26 @@ TEST(HostSizeClasses, AlignedClassIsTheSmallestClassOfThatAlignment) {
       ASSERT_EQ(aligned_class(size, alignment), expect) << "size " << size << " alignment " << alignment;
     }
   }
+}
+
+// usable_size() of a small or middle block is its class size, whether the
+// owner asks (its fast path: the page's tag and the block's live bit) or
+// another thread does (the page descriptor); 0 once the block is freed.
+TEST(HostSizeClasses, UsableSizeIsTheClassSizeForOwnerAndOthers) {
+  using namespace unipool::host;
+  HostPool pool(kTestConf);
+  for (uint32_t c = 0; c < kNumClasses; ++c) {
+    const size_t size = kClassSize[c] - (c == 0 ? 0 : 1);
+    void* p = pool.allocate(size);
+    ASSERT_NE(p, nullptr) << size;
+    EXPECT_EQ(pool.usable_size(p), kClassSize[c]) << size;
+    size_t seen = 0;
+    std::thread([&] { seen = pool.usable_size(p); }).join();
+    EXPECT_EQ(seen, kClassSize[c]) << size;
+    ASSERT_EQ(pool.deallocate(p), Status::ok);
+    EXPECT_EQ(pool.usable_size(p), 0u) << size;
+  }
+  EXPECT_VALID(pool);
 }
 
 }  // namespace
