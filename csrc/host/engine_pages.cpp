@@ -93,10 +93,7 @@ bool Engine::extend_page(Page* page) noexcept {
 // as used and are never handed out (engine_corruption.cpp).
 uint32_t Engine::collect_remote(Page* page, bool* damaged) noexcept {
   Block* list = page->take_remote();
-  std::atomic<uintptr_t>& tag_owner = Segment::of(page)->tag_of(page).owner;
-  if (tag_owner.load(std::memory_order_relaxed) & kRemotePending) {
-    tag_owner.fetch_and(~kRemotePending, std::memory_order_seq_cst);
-  }
+  Segment::of(page)->tag_of(page).clear_remote_pending();
   uint32_t n = 0;
   Block* tail = nullptr;
   for (Block* b = list; b != nullptr;) {

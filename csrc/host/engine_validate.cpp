@@ -38,8 +38,7 @@ int64_t live_bit_count(Segment& seg, uint32_t i, Message* why) {
 bool tag_matches(const Segment& seg, uint32_t i) {
   const Page& page = seg.pages[i];
   const PageTag& tag = seg.tags[i];
-  const uintptr_t owner = tag.owner.load(std::memory_order_relaxed);
-  if ((owner & ~kRemotePending) != page.owner.load(std::memory_order_relaxed)) return false;
+  if (tag.owner_without_flag() != page.owner.load(std::memory_order_relaxed)) return false;
   const Heap* heap = page.heap.load(std::memory_order_relaxed);
   if (page.cls == kNoClass) return true;  // a heap's empty page: no live bit, the tag's line unread
   return tag.hot == (heap != nullptr ? &heap->hot[page.cls] : nullptr);
@@ -147,7 +146,7 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
       const uintptr_t owner = page.owner.load(std::memory_order_relaxed);
       if (is_free != (owner == kOwnerNone)) return bad(why, "page: free mask and owner disagree");
       if (is_free) {
-        if ((seg->tags[i].owner.load(std::memory_order_relaxed) & ~kRemotePending) != kOwnerNone) {
+        if (seg->tags[i].owner_without_flag() != kOwnerNone) {
           return bad(why, "page: a free page's tag names an owner");
         }
         continue;

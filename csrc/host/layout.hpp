@@ -187,12 +187,27 @@ struct HeapClassHot;
 // hot: the owning heap's line of the page's class; nullptr for a shared or
 // free page (an unformatted page a heap keeps has no set bit, so the fast
 // path never reads it).
+inline constexpr uintptr_t kRemotePending = 2;  // a ThreadState* is 8-aligned
 struct PageTag {
   std::atomic<uintptr_t> owner{kOwnerNone};
   HeapClassHot* hot = nullptr;
+
+  uintptr_t owner_without_flag() const noexcept { return owner.load(std::memory_order_relaxed) & ~kRemotePending; }
+  // A plain load first: the flag is usually set already (a run of remote
+  // frees) or clear (no remote free), and a locked instruction would take
+  // the line from the owner every time.
+  void set_remote_pending() noexcept {
+    if ((owner.load(std::memory_order_relaxed) & kRemotePending) == 0) {
+      owner.fetch_or(kRemotePending, std::memory_order_seq_cst);
+    }
+  }
+  void clear_remote_pending() noexcept {
+    if (owner.load(std::memory_order_relaxed) & kRemotePending) {
+      owner.fetch_and(~kRemotePending, std::memory_order_seq_cst);
+    }
+  }
 };
 static_assert(sizeof(PageTag) == 16);
-inline constexpr uintptr_t kRemotePending = 2;  // a ThreadState* is 8-aligned
 
 struct Segment {
   uintptr_t magic;            // kSegmentMagic ^ address ^ secret
@@ -220,7 +235,7 @@ struct Segment {
     return static_cast<uint32_t>((reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(this)) >> page_shift);
   }
   Page* page_of(const void* p) noexcept { return &pages[page_index_of(p)]; }
-  PageTag& tag_of(const Page* page) noexcept { return tags[page - pages]; }
+  PageTag& tag_of(const Page* page) noexcept { return tags[page->index]; }
   char* page_start(uint32_t i) noexcept {
     char* base = reinterpret_cast<char*>(this) + (uint64_t{i} << page_shift);
     return i == 0 ? base + kSegmentHeaderBytes : base;

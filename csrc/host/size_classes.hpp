@@ -86,28 +86,24 @@ namespace detail {
 // all, so that aligned_alloc's class costs one load, not a loop over classes
 // with a branch per class.
 inline constexpr unsigned kFirstAlignShift = 5, kLastAlignShift = 12;
-constexpr uint32_t aligned_table_start(unsigned shift) {
-  uint32_t at = 0;
-  for (unsigned s = kFirstAlignShift; s < shift; ++s) at += (kMiddleLimit >> s) + 1;
-  return at;
+// Where each alignment's table starts; [kLastAlignShift + 1] is the end.
+constexpr auto make_aligned_table_starts() {
+  std::array<uint32_t, kLastAlignShift + 2> starts{};
+  for (unsigned s = kFirstAlignShift; s <= kLastAlignShift; ++s) starts[s + 1] = starts[s] + (kMiddleLimit >> s) + 1;
+  return starts;
 }
+inline constexpr auto kAlignedTableStart = make_aligned_table_starts();
 constexpr auto make_aligned_class_table() {
-  std::array<uint8_t, aligned_table_start(kLastAlignShift + 1)> table{};
+  std::array<uint8_t, kAlignedTableStart[kLastAlignShift + 1]> table{};
   for (unsigned s = kFirstAlignShift; s <= kLastAlignShift; ++s) {
     uint32_t cls = 0;  // never smaller for a larger size: carried (clang's constexpr step limit)
     for (uint32_t i = 0; i <= (kMiddleLimit >> s); ++i) {
       while (cls < kNumClasses && (kClassSize[cls] < (i << s) || kClassSize[cls] % (1u << s) != 0)) ++cls;
-      table[aligned_table_start(s) + i] = static_cast<uint8_t>(cls);
+      table[kAlignedTableStart[s] + i] = static_cast<uint8_t>(cls);
     }
   }
   return table;
 }
-constexpr auto make_aligned_table_starts() {
-  std::array<uint32_t, kLastAlignShift + 1> starts{};
-  for (unsigned s = kFirstAlignShift; s <= kLastAlignShift; ++s) starts[s] = aligned_table_start(s);
-  return starts;
-}
-inline constexpr auto kAlignedTableStart = make_aligned_table_starts();
 }  // namespace detail
 static_assert(kMaxClassAlignment == 1u << detail::kLastAlignShift);
 inline constexpr auto kAlignedClassOf = detail::make_aligned_class_table();
