@@ -1,6 +1,7 @@
 // unipool host: the engine's fast paths, inlined into HostPool's members.
 //
-// allocate: thread state -> heap of this pool -> the class's hot line ->
+// allocate: the thread's recent heap (t_recent_heap) when it is this pool's,
+//   else thread state -> heap of this pool; then the class's hot line ->
 //   the top of its block cache (block_cache.hpp); else the current page's
 //   free list, its link checked first (free_link.hpp). No lock, no atomic
 //   read-modify-write.
@@ -26,9 +27,15 @@ inline void* Engine::pop_fast(uint32_t cls) noexcept {
 
 template <bool kHardened>
 inline void* Engine::pop_fast_as(uint32_t cls) noexcept {
-  const HeapRef& ref = t_thread->heaps[slot_];
-  if (UNIPOOL_LIKELY(ref.generation == generation_)) {
-    HeapClassHot& hot = ref.heap->hot[cls];
+  Heap* heap = t_recent_heap.heap;
+  if (UNIPOOL_UNLIKELY(t_recent_heap.generation != generation_)) {
+    const HeapRef& ref = t_thread->heaps[slot_];
+    if (ref.generation != generation_) return nullptr;
+    t_recent_heap = ref;
+    heap = ref.heap;
+  }
+  {
+    HeapClassHot& hot = heap->hot[cls];
     if (UNIPOOL_LIKELY(hot.cached() != 0)) return take_cached(hot);
     Page* page = hot.page;
     Block* b = page->free;

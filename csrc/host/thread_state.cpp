@@ -12,6 +12,7 @@ namespace unipool::host {
 
 ThreadState g_empty_thread{};
 constinit thread_local ThreadState* t_thread __attribute__((tls_model("initial-exec"))) = &g_empty_thread;
+constinit thread_local HeapRef t_recent_heap __attribute__((tls_model("initial-exec"))) = {0, nullptr};
 constinit thread_local int t_internal __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
@@ -36,6 +37,7 @@ void on_thread_exit(void* arg) noexcept {
   auto* state = static_cast<ThreadState*>(arg);
   // From here on this thread's allocations go to the shared lists.
   t_thread = &g_empty_thread;
+  t_recent_heap = HeapRef{0, nullptr};
   LockGuard lock(g_registry_lock);
   for (uint32_t i = 1; i < kMaxEngines; ++i) {
     const HeapRef ref = state->heaps[i];

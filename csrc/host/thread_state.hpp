@@ -2,7 +2,7 @@
 //
 // A thread reaches its heap of a pool in two loads: t_thread (initial-exec
 // TLS, usable before any constructor ran: it starts at a static empty state)
-// and heaps[pool slot]. A slot's generation changes whenever a pool is
+// and heaps[pool slot]; the heap it used last, in one (t_recent_heap). A slot's generation changes whenever a pool is
 // destroyed, so a thread never follows a heap pointer of a dead pool.
 //
 // Thread exit (a pthread key destructor, not a C++ thread_local: those
@@ -36,6 +36,15 @@ struct ThreadState {
 
 extern ThreadState g_empty_thread;
 extern constinit thread_local ThreadState* t_thread __attribute__((tls_model("initial-exec")));
+
+// The heap this thread's last fast allocation used, with its pool's
+// generation. Why: an allocation that finds its pool here reaches the heap in
+// one load from the thread pointer, where heaps[slot] waits for both t_thread
+// and the pool's slot; a program's allocations mostly go to one pool (mimalloc
+// keeps its default heap in TLS the same way). Generations are unique across
+// pools and 0 is none's, so an entry of a destroyed pool never matches.
+// Cleared at thread exit.
+extern constinit thread_local HeapRef t_recent_heap __attribute__((tls_model("initial-exec")));
 // Non-zero while the engine itself calls code that may allocate (the range
 // allocator's node vectors, the CUDA pinner): those requests are served from
 // their own mappings so they never wait on a lock the engine holds.

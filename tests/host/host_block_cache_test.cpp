@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <new>
 #include <set>
 #include <string>
 #include <thread>
@@ -192,6 +193,37 @@ TEST(HostBlockCache, ThreadExitAndFlushGiveItBack) {
   pool.flush_thread_cache();
   EXPECT_EQ(class_of(pool, 256).cached_blocks, 0u);
   EXPECT_VALID(pool);
+}
+
+// A thread's fast path starts from the heap it used last (t_recent_heap).
+// Going back and forth between pools, and to a pool made where a destroyed
+// one lived, each allocation still comes from its own pool: another pool's
+// cached block is never handed out.
+TEST(HostBlockCache, EachPoolHandsOutOnlyItsOwnBlocks) {
+  alignas(HostPool) unsigned char place[sizeof(HostPool)];
+  auto* a = new (place) HostPool(kTestConf);
+  HostPool b(kTestConf);
+  void* cached = a->allocate(64);
+  ASSERT_EQ(a->deallocate(cached), Status::ok);  // now on a's cache
+  for (int i = 0; i < 4; ++i) {
+    void* from_b = b.allocate(64);
+    EXPECT_TRUE(b.owns(from_b));
+    EXPECT_FALSE(a->owns(from_b));
+    void* from_a = a->allocate(64);
+    EXPECT_EQ(from_a, cached);
+    EXPECT_EQ(b.deallocate(from_b), Status::ok);
+    EXPECT_EQ(a->deallocate(from_a), Status::ok);
+  }
+  EXPECT_VALID(*a);
+  EXPECT_VALID(b);
+  a->~HostPool();
+  auto* c = new (place) HostPool(kTestConf);  // same address, a new pool
+  void* from_c = c->allocate(64);
+  EXPECT_TRUE(c->owns(from_c));
+  EXPECT_EQ(class_of(*c, 64).live_blocks, 1u);
+  EXPECT_EQ(c->deallocate(from_c), Status::ok);
+  EXPECT_VALID(*c);
+  c->~HostPool();
 }
 
 // trim() cannot reach into another thread's cache: it asks, and the thread
