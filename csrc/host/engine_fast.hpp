@@ -5,7 +5,7 @@
 //   the top of its block cache (block_cache.hpp); else the current page's
 //   free list, its link checked first (free_link.hpp). No lock, no atomic
 //   read-modify-write.
-// free: arena bounds -> segment (mask) -> the page's tag (shift) and the
+// free: arena bounds -> segment (mask) -> the block's tag (shift) and the
 //   block's live bit (layout.hpp) -> owner is this thread, no remote frees
 //   pending, a live block starts here -> push on the class's block cache; a
 //   full one sends its older half to the pages (out of line). Anything else
@@ -123,7 +123,7 @@ inline HeapClassHot* Engine::owned_live_block(const void* p) const noexcept {
       UNIPOOL_LIKELY(arena0_slots_.load(std::memory_order_relaxed)[off0 >> kSegmentShift].load(
                          std::memory_order_relaxed) == kSlotSegment)) {
     const Segment* seg = Segment::of(p);
-    const PageTag& tag = seg->tags[seg->page_index_of(p)];
+    const PageTag& tag = seg->tags[Segment::tag_index_of(p)];
     if (UNIPOOL_LIKELY((a & 15) == 0 &&
                        tag.owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread) &&
                        block_is_live(p))) {

@@ -93,7 +93,7 @@ bool Engine::extend_page(Page* page) noexcept {
 // as used and are never handed out (engine_corruption.cpp).
 uint32_t Engine::collect_remote(Page* page, bool* damaged) noexcept {
   Block* list = page->take_remote();
-  Segment::of(page)->tag_of(page).clear_remote_pending();
+  Segment::of(page)->for_each_tag(page, [](PageTag& tag) { tag.clear_remote_pending(); });
   uint32_t n = 0;
   Block* tail = nullptr;
   for (Block* b = list; b != nullptr;) {
@@ -139,9 +139,11 @@ Block* Engine::pop_block(Page* page) noexcept {
 void Engine::set_owner(Page* page, Heap* heap, uintptr_t owner) noexcept {
   page->heap.store(heap, std::memory_order_seq_cst);
   page->owner.store(owner, std::memory_order_seq_cst);
-  PageTag& tag = Segment::of(page)->tag_of(page);
-  tag.hot = heap != nullptr && page->cls != kNoClass ? &heap->hot[page->cls] : nullptr;
-  tag.owner.store(owner, std::memory_order_seq_cst);
+  HeapClassHot* hot = heap != nullptr && page->cls != kNoClass ? &heap->hot[page->cls] : nullptr;
+  Segment::of(page)->for_each_tag(page, [&](PageTag& tag) {
+    tag.hot = hot;
+    tag.owner.store(owner, std::memory_order_seq_cst);
+  });
 }
 
 Page* Engine::acquire_page(Heap* heap, uint32_t cls) noexcept {
@@ -273,8 +275,8 @@ Segment* Engine::new_segment(uint8_t kind) noexcept {
   // arena range may hold anything before it becomes a segment.)
   std::memset(block_bit_word(reinterpret_cast<uintptr_t>(seg)), 0, kSegmentHeaderBytes >> kGranuleShift >> 3);
   seg->free_mask = seg->page_count == 64 ? ~uint64_t{0} : (uint64_t{1} << seg->page_count) - 1;
+  for (PageTag& tag : seg->tags) new (&tag) PageTag{};
   for (uint32_t i = 0; i < seg->page_count; ++i) {
-    new (&seg->tags[i]) PageTag{};
     Page* page = new (&seg->pages[i]) Page{};
     page->index = static_cast<uint8_t>(i);
     page->kind = kind;

@@ -265,7 +265,7 @@ void Engine::push_remote(Page* page, Block* first, Block* last) noexcept {
   // PageTag) before the push: until its blocks are on the list the page
   // cannot empty, so the write lands in a live segment. How the flag and a
   // racing collect meet: collect_remote.
-  Segment::of(page)->tag_of(page).set_remote_pending();
+  Segment::of(page)->for_each_tag(page, [](PageTag& tag) { tag.set_remote_pending(); });
   Block* head = page->xfree.load(std::memory_order_relaxed);
   do {
     set_link(page, last, head);

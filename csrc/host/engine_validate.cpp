@@ -34,14 +34,17 @@ int64_t live_bit_count(Segment& seg, uint32_t i, Message* why) {
   return set;
 }
 
-// The fast free path's view of the page (its tag) agrees with the page.
+// The fast free path's view of the page (each of its tags) agrees with the page.
 bool tag_matches(const Segment& seg, uint32_t i) {
   const Page& page = seg.pages[i];
-  const PageTag& tag = seg.tags[i];
-  if (tag.owner_without_flag() != page.owner.load(std::memory_order_relaxed)) return false;
   const Heap* heap = page.heap.load(std::memory_order_relaxed);
-  if (page.cls == kNoClass) return true;  // a heap's empty page: no live bit, the tag's line unread
-  return tag.hot == (heap != nullptr ? &heap->hot[page.cls] : nullptr);
+  const PageTag* tags = seg.first_tag(&page);
+  for (uint32_t t = 0; t < seg.tags_per_page(); ++t) {
+    if (tags[t].owner_without_flag() != page.owner.load(std::memory_order_relaxed)) return false;
+    if (page.cls == kNoClass) continue;  // a heap's empty page: no live bit, the tag's line unread
+    if (tags[t].hot != (heap != nullptr ? &heap->hot[page.cls] : nullptr)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -146,8 +149,9 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
       const uintptr_t owner = page.owner.load(std::memory_order_relaxed);
       if (is_free != (owner == kOwnerNone)) return bad(why, "page: free mask and owner disagree");
       if (is_free) {
-        if (seg->tags[i].owner_without_flag() != kOwnerNone) {
-          return bad(why, "page: a free page's tag names an owner");
+        const PageTag* tags = seg->first_tag(&page);
+        for (uint32_t t = 0; t < seg->tags_per_page(); ++t) {
+          if (tags[t].owner_without_flag() != kOwnerNone) return bad(why, "page: a free page's tag names an owner");
         }
         continue;
       }

@@ -27,7 +27,9 @@
 //   place follows from the address (block_bit_word). An emptied page has no
 //   bit set, so formatting clears bits but sets none.
 // - the page tags (PageTag): each page's owner and its owner's class line,
-//   16 bytes a page, 64 pages in 16 lines.
+//   16 bytes per 64 KiB of the segment, 64 tags in 16 lines. A middle page
+//   (256 KiB) has four, all alike: a block's tag then follows from its
+//   address by a shift, without first reading the segment's page size.
 #pragma once
 
 #include <atomic>
@@ -235,7 +237,19 @@ struct Segment {
     return static_cast<uint32_t>((reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(this)) >> page_shift);
   }
   Page* page_of(const void* p) noexcept { return &pages[page_index_of(p)]; }
-  PageTag& tag_of(const Page* page) noexcept { return tags[page->index]; }
+  // The tag of the 64 KiB the block at p starts in (its page's, or a copy).
+  static uint32_t tag_index_of(const void* p) noexcept {
+    return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p) >> kSmallPageShift) & (kMaxPagesPerSegment - 1);
+  }
+  // A page's tags: tags_per_page() of them from first_tag(page).
+  uint32_t tags_per_page() const noexcept { return 1u << (page_shift - kSmallPageShift); }
+  PageTag* first_tag(const Page* page) noexcept { return &tags[uint32_t{page->index} * tags_per_page()]; }
+  const PageTag* first_tag(const Page* page) const noexcept { return &tags[uint32_t{page->index} * tags_per_page()]; }
+  template <class F>
+  void for_each_tag(const Page* page, F f) noexcept {
+    PageTag* t = first_tag(page);
+    for (uint32_t i = 0, n = tags_per_page(); i < n; ++i) f(t[i]);
+  }
   char* page_start(uint32_t i) noexcept {
     char* base = reinterpret_cast<char*>(this) + (uint64_t{i} << page_shift);
     return i == 0 ? base + kSegmentHeaderBytes : base;

@@ -119,6 +119,39 @@ TEST(HostBlockCache, ARemoteFreeSendsTheOwnerSlowOnlyUntilItCollects) {
   EXPECT_VALID(pool);
 }
 
+// A middle page (256 KiB) has a tag per 64 KiB, all alike: a remote free
+// flags each of them, so the owner's free of any block of the page, in its
+// quarter or another, goes past the cache until the owner collects.
+TEST(HostBlockCache, ARemoteFreeFlagsEveryQuarterOfAMiddlePage) {
+  HostPool pool(kTestConf);
+  constexpr size_t kSize = 20 << 10;
+  std::vector<void*> blocks = allocate_n(pool, 12, kSize);
+  auto page = [](void* p) { return reinterpret_cast<uintptr_t>(p) >> 18; };
+  auto quarter = [](void* p) { return (reinterpret_cast<uintptr_t>(p) >> 16) & 3; };
+  void* by_other = nullptr;
+  void* mine = nullptr;
+  for (void* x : blocks) {
+    for (void* y : blocks) {
+      if (!by_other && quarter(x) >= 2 && page(y) == page(x) && quarter(y) < quarter(x)) {
+        by_other = x;
+        mine = y;
+      }
+    }
+  }
+  ASSERT_NE(by_other, nullptr) << "no two blocks in different quarters of one page";
+  std::thread([&] { EXPECT_EQ(pool.deallocate(by_other), Status::ok); }).join();
+  EXPECT_EQ(pool.deallocate(by_other), Status::not_live);  // pending on the remote list: refused
+  ASSERT_EQ(pool.deallocate(mine), Status::ok);
+  EXPECT_EQ(class_of(pool, kSize).cached_blocks, 0u);  // past the cache
+  EXPECT_VALID(pool);
+  for (void* p : blocks) {
+    if (p == by_other || p == mine) continue;
+    ASSERT_EQ(pool.deallocate(p), Status::ok);
+  }
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+}
+
 TEST(HostBlockCache, StaysWithinItsBoundAndGivesTheOlderBlocksBack) {
   HostPool pool(kTestConf);
   std::vector<void*> blocks = allocate_n(pool, 1000, 64);
