@@ -243,7 +243,8 @@ void* Engine::allocate_slow_once(size_t size, size_t alignment, bool* fresh) noe
     const uint32_t cls = alignment != 0 ? aligned_class(size, alignment) : class_of(size);
     if (cls < kNumClasses && kClassSize[cls] <= middle_max_) {
       if (Heap* heap = heap_for_thread()) {
-        if (heap->hot[cls].cached() != 0) return take_cached(heap->hot[cls]);
+        const uint32_t cached = heap->hot[cls].cached();
+        if (cached != 0) return take_cached(heap->hot[cls], cached);
         Page* page = heap->hot[cls].page;
         if (page->free != nullptr) {
           Block* b = pop_block(page);

@@ -185,7 +185,7 @@ class Engine {
   void push_remote(Page* page, Block* first, Block* last) noexcept;
 
   // ---- the block cache (block_cache.hpp, engine_cache.cpp) ----
-  inline void* take_cached(HeapClassHot& hot) noexcept;  // the top block (cached != 0)
+  inline void* take_cached(HeapClassHot& hot, uint32_t cached) noexcept;  // the top block (cached: hot.cached() != 0)
   inline void cache_push(HeapClassHot& hot, Block* b) noexcept;
   // An owner's free that finds its class's cache full (the older half of
   // the cache, then the block, to the pages) or has none (hardened=on: the

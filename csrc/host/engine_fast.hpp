@@ -36,7 +36,10 @@ inline void* Engine::pop_fast_as(uint32_t cls) noexcept {
   }
   {
     HeapClassHot& hot = heap->hot[cls];
-    if (UNIPOOL_LIKELY(hot.cached() != 0)) return take_cached(hot);
+    // One load of the count: it is atomic (stats() reads it), so a second
+    // read in take_cached would be a second load.
+    const uint32_t cached = hot.cached();
+    if (UNIPOOL_LIKELY(cached != 0)) return take_cached(hot, cached);
     Page* page = hot.page;
     Block* b = page->free;
     Block* next = nullptr;
@@ -82,8 +85,8 @@ inline void* Engine::allocate_aligned(size_t size, size_t alignment) noexcept {
   return allocate_slow(size, alignment);
 }
 
-inline void* Engine::take_cached(HeapClassHot& hot) noexcept {
-  const uint32_t n = hot.cached() - 1;
+inline void* Engine::take_cached(HeapClassHot& hot, uint32_t cached) noexcept {
+  const uint32_t n = cached - 1;
   hot.set_cached(n);
   Block* b = hot.slots[n];
   mark_block_live(b);

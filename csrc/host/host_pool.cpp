@@ -30,6 +30,8 @@ HostPool::HostPool(const HostPoolConfig& config) {
   }
 }
 
+host::Engine& host::engine_of(HostPool& pool) noexcept { return *pool.engine_; }
+
 HostPool::~HostPool() {
   engine_->~Engine();
   host::remove_leak_root(engine_, sizeof(host::Engine));

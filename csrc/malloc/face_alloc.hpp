@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "host/engine_fast.hpp"
 #include "malloc/bootstrap_arena.hpp"
 #include "malloc/face_pool.hpp"
 #include "malloc/fatal.hpp"
@@ -43,10 +44,20 @@ inline void* bootstrap_allocate(size_t size, size_t alignment) noexcept {
   return a.ptr;
 }
 
+// The pool's engine, once pool() or existing_pool() returned the pool: its
+// release store published this.
+inline host::Engine& engine() noexcept { return *g_engine.load(std::memory_order_relaxed); }
+
 inline void* allocate(size_t size) noexcept {
   if (size == 0) size = 1;
   HostPool* p = pool(size);
   if (p == nullptr) return bootstrap_allocate(size, kNaturalAlignment);
+  host::Engine& e = engine();
+  if (UNIPOOL_LIKELY(!e.history().on())) {  // else HostPool records it
+    void* block = e.allocate(size);
+    if (block == nullptr) allocation_failed(p, host::thread_last_status());
+    return block;
+  }
   const HostAllocation a = p->allocate(size);
   if (a.ptr == nullptr) allocation_failed(p, a.status);
   return a.ptr;
@@ -83,7 +94,10 @@ inline void* allocate_zeroed(size_t size) noexcept {
 inline void release(void* block, const char* call) noexcept {
   if (block == nullptr || BootstrapArena::contains(block)) return;  // bootstrap blocks are never reused
   HostPool* p = existing_pool();
-  if (p != nullptr && p->deallocate(block) == Status::ok) return;
+  if (p != nullptr) {
+    host::Engine& e = engine();
+    if ((UNIPOOL_LIKELY(!e.history().on()) ? e.free(block) : p->deallocate(block)) == Status::ok) return;
+  }
   report_bad_free(call, block);
 }
 

@@ -10,6 +10,7 @@
 namespace unipool::malloc_face {
 
 std::atomic<HostPool*> g_pool{nullptr};
+std::atomic<host::Engine*> g_engine{nullptr};
 
 namespace {
 // initial-exec: the face is preloaded, so its TLS is in the static block and
@@ -50,6 +51,7 @@ HostPool* pool_slow(size_t size) noexcept {
   if (p == nullptr) {
     fatal("cannot build the default host pool: ", HostPool::default_pool_error());
   }
+  g_engine.store(&host::engine_of(*p), std::memory_order_relaxed);  // g_pool's release publishes it
   g_pool.store(p, std::memory_order_release);
   return p;
 }

@@ -55,9 +55,13 @@ struct HostRegionHooks {
   std::function<void(const HostRegionEvent&)> before_unmap;
 };
 
+class HostPool;
 namespace host {
 class Engine;  // csrc/host/engine.hpp
-}
+// The pool's engine, for the library's own faces (the malloc face calls its
+// inlined fast paths directly); not an API.
+Engine& engine_of(HostPool& pool) noexcept;
+}  // namespace host
 
 // What HostPool::allocate returns: the block, or nullptr and the reason.
 // It converts to the pointer, so `void* p = pool.allocate(n);` reads as
@@ -179,6 +183,7 @@ class HostPool {
   static const char* last_error() noexcept;
 
  private:
+  friend host::Engine& host::engine_of(HostPool& pool) noexcept;
   host::Engine* engine_;
 };
 
