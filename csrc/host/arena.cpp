@@ -104,18 +104,20 @@ Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, con
   InternalScope internal;  // node vectors may grow
   uint64_t grown = 0;      // by earlier attempts: taken from the headroom
   for (int attempt = 0; attempt < 3; ++attempt) {
-    RangeAllocation r;
+    // Built in place: the range allocator's result, stored field by field,
+    // was copied with 16-byte loads, which no store can forward to (a stall
+    // of the whole store buffer's drain on every large allocation).
     try {
-      r = ranges_->allocate(size, alignment > kBlockAlignment ? alignment : 0);
+      new (out) RangeAllocation(ranges_->allocate(size, alignment > kBlockAlignment ? alignment : 0));
     } catch (...) {
       return Status::out_of_space;
     }
+    const RangeAllocation& r = *out;
     if (r) {
       const uint64_t extent = r.extent;
       recommit(r.offset, extent, settings, delta);
       *fresh = r.offset >= handed_high_;
       if (r.offset + extent > handed_high_) handed_high_ = r.offset + extent;
-      *out = r;
       return Status::ok;
     }
     if (r.status != Status::out_of_space && r.status != Status::too_large) {
