@@ -291,7 +291,11 @@ uint32_t Engine::large_arena_of(Heap* heap) noexcept {
 void* Engine::allocate_large(size_t size, size_t alignment, bool* fresh) noexcept {
   const uint64_t pad = alignment > kLargeHeader ? alignment : kLargeHeader;
   const uint64_t range_alignment = alignment > kLargeHeader ? alignment : 0;
+  // The thread's heap, made if this is its first block of the pool: a
+  // thread of large blocks only then keeps its tally there, rather than
+  // update the pool's gauges with locked instructions at every block.
   Heap* heap = large_heap();
+  if (heap == nullptr) heap = heap_for_thread();
   const uint32_t preferred = large_arena_of(heap);
   ArenaGrant g;
   Message why;

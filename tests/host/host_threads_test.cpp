@@ -194,6 +194,46 @@ TEST(HostThreads, ExitedThreadsPagesAreReusedNotLeaked) {
   EXPECT_VALID(pool);
 }
 
+// A thread that allocates only large blocks keeps their tally in a heap of
+// its own; the pool's figures count it while the thread lives and after it
+// exits, whichever thread frees the blocks.
+TEST(HostThreads, ALargeOnlyThreadsBlocksAreCountedExactly) {
+  HostPool pool(kTestConf);
+  constexpr size_t kSize = 300 << 10;
+  std::vector<void*> blocks;
+  std::mutex m;
+  std::condition_variable cv;
+  bool ready = false, counted = false;
+  std::thread t([&] {
+    for (int i = 0; i < 5; ++i) blocks.push_back(pool.allocate(kSize));
+    EXPECT_EQ(pool.deallocate(blocks.back()), Status::ok);
+    blocks.pop_back();
+    std::unique_lock lock(m);
+    ready = true;
+    cv.notify_one();
+    cv.wait(lock, [&] { return counted; });
+  });
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return ready; });
+  }
+  const HostPoolStats live = pool.stats();
+  EXPECT_EQ(live.large_blocks, 4u);
+  EXPECT_EQ(live.requested_bytes, 4 * kSize);
+  EXPECT_VALID(pool);
+  {
+    std::lock_guard lock(m);
+    counted = true;
+  }
+  cv.notify_one();
+  t.join();
+  EXPECT_EQ(pool.stats().large_blocks, 4u);
+  for (void* p : blocks) ASSERT_EQ(pool.deallocate(p), Status::ok);
+  EXPECT_EQ(pool.stats().large_blocks, 0u);
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_VALID(pool);
+}
+
 TEST(HostThreads, FreeOnAnotherThreadAfterOwnerExited) {
   HostPool pool(kTestConf);
   std::vector<void*> blocks;
