@@ -48,19 +48,21 @@ inline void* bootstrap_allocate(size_t size, size_t alignment) noexcept {
 // release store published this.
 inline host::Engine& engine() noexcept { return *g_engine.load(std::memory_order_relaxed); }
 
+// The engine's answer (the engine reports a failure through the thread's
+// last status, as HostPool does), with errno set on a failure.
+inline void* checked(HostPool* p, void* block) noexcept {
+  if (block == nullptr) allocation_failed(p, host::thread_last_status());
+  return block;
+}
+
+// Each allocation goes to the engine's member, or with history on to
+// HostPool's, which records it.
 inline void* allocate(size_t size) noexcept {
   if (size == 0) size = 1;
   HostPool* p = pool(size);
   if (p == nullptr) return bootstrap_allocate(size, kNaturalAlignment);
   host::Engine& e = engine();
-  if (UNIPOOL_LIKELY(!e.history().on())) {  // else HostPool records it
-    void* block = e.allocate(size);
-    if (block == nullptr) allocation_failed(p, host::thread_last_status());
-    return block;
-  }
-  const HostAllocation a = p->allocate(size);
-  if (a.ptr == nullptr) allocation_failed(p, a.status);
-  return a.ptr;
+  return checked(p, UNIPOOL_LIKELY(!e.history().on()) ? e.allocate(size) : p->allocate(size).ptr);
 }
 
 // alignment: a power of two (callers check).
@@ -70,9 +72,9 @@ inline void* allocate_aligned(size_t alignment, size_t size) noexcept {
   // The alignment's padding counts against the bootstrap arena's share.
   HostPool* p = pool(size < SIZE_MAX - alignment ? size + alignment : SIZE_MAX);
   if (p == nullptr) return bootstrap_allocate(size, alignment);
-  const HostAllocation a = p->allocate(size, alignment);
-  if (a.ptr == nullptr) allocation_failed(p, a.status);
-  return a.ptr;
+  host::Engine& e = engine();
+  return checked(
+      p, UNIPOOL_LIKELY(!e.history().on()) ? e.allocate_aligned(size, alignment) : p->allocate(size, alignment).ptr);
 }
 
 // calloc: the pool clears only memory that may hold old data.
@@ -84,9 +86,8 @@ inline void* allocate_zeroed(size_t size) noexcept {
     if (block != nullptr) std::memset(block, 0, size);
     return block;
   }
-  const HostAllocation a = p->allocate_zeroed(size);
-  if (a.ptr == nullptr) allocation_failed(p, a.status);
-  return a.ptr;
+  host::Engine& e = engine();
+  return checked(p, UNIPOOL_LIKELY(!e.history().on()) ? e.allocate_zeroed(size) : p->allocate_zeroed(size).ptr);
 }
 
 [[noreturn]] void report_bad_free(const char* call, void* block) noexcept;
