@@ -211,7 +211,7 @@ void Arena::undo_growth(char* start, uint64_t bytes, const ArenaSettings& settin
 
 Status Arena::grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta, Message* why) noexcept {
   char* start = base_ + committed_end_;
-  const backend::os::CommitResult committed = backend::os::commit(start, bytes, settings.commit);
+  const backend::os::CommitResult committed = backend::os::commit(start, bytes, settings.commit_at(committed_end_));
   if (!committed.ok) {
     why->add(committed.what).add(" failed committing ").add_dec(bytes).add(" bytes at ").add_ptr(start)
         .add(" (errno ").add_dec(static_cast<uint64_t>(committed.error)).add(")");

@@ -40,6 +40,14 @@ struct ArenaSettings {
   HostPinned pinned = HostPinned::off;
   backend::HostPinner* pinner = nullptr;  // null: nothing is pinned
   backend::os::CommitOptions commit;
+  // Chunks committed at this offset of an arena or past it are advised
+  // to transparent huge pages (huge_pages=auto); ~0: none but by `commit`.
+  uint64_t thp_after = ~uint64_t{0};
+  backend::os::CommitOptions commit_at(uint64_t offset) const noexcept {
+    backend::os::CommitOptions o = commit;
+    if (offset >= thp_after && o.huge_pages == backend::os::HugePages::off) o.huge_pages = backend::os::HugePages::thp;
+    return o;
+  }
 };
 
 // What one call changed, for the pool's counters.
@@ -117,7 +125,7 @@ class alignas(64) Arena {
   char* claim_ahead(uint64_t bytes) noexcept;
   // Without the lock: commits and registers the claimed range (one
   // registration). With pinned=on a failed registration uncommits it again.
-  static AheadWork prepare_ahead(char* start, uint64_t bytes, const ArenaSettings& settings) noexcept;
+  AheadWork prepare_ahead(char* start, uint64_t bytes, const ArenaSettings& settings) const noexcept;
   // Appends the claimed range as prepared: pinned, or pageable and counted
   // (best_effort); with pinned=on a failed one is dropped (Status not ok).
   Status finish_ahead(AheadWork& work, const ArenaSettings& settings, ArenaDelta* delta) noexcept;

@@ -28,11 +28,11 @@ char* Arena::claim_ahead(uint64_t bytes) noexcept {
   return base_ + committed_end_;
 }
 
-AheadWork Arena::prepare_ahead(char* start, uint64_t bytes, const ArenaSettings& settings) noexcept {
+AheadWork Arena::prepare_ahead(char* start, uint64_t bytes, const ArenaSettings& settings) const noexcept {
   AheadWork work;
   work.start = start;
   work.bytes = bytes;
-  work.commit = backend::os::commit(start, bytes, settings.commit);
+  work.commit = backend::os::commit(start, bytes, settings.commit_at(static_cast<uint64_t>(start - base_)));
   if (!work.commit.ok) {
     work.why.add(work.commit.what).add(" failed committing ").add_dec(bytes).add(" bytes ahead at ").add_ptr(start);
     return work;

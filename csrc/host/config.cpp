@@ -114,6 +114,8 @@ Status apply(HostPoolConfig& c, Text key, Text value) noexcept {
     if (value.is("off") || value.is("false") || value.is("0")) c.huge_pages = HostHugePages::off;
     else if (value.is("on") || value.is("thp") || value.is("true") || value.is("1")) c.huge_pages = HostHugePages::thp;
     else if (value.is("hugetlb")) c.huge_pages = HostHugePages::hugetlb;
+    else if (value.is("auto"))
+      c.huge_pages = HostHugePages::automatic;
     else ok = false;
   } else if (key.is("numa_node")) {
     ok = parse_int(value, &c.numa_node);
@@ -315,6 +317,7 @@ const char* to_string(HostHugePages v) noexcept {
     case HostHugePages::off: return "off";
     case HostHugePages::thp: return "thp";
     case HostHugePages::hugetlb: return "hugetlb";
+    case HostHugePages::automatic: return "auto";
   }
   return "?";
 }

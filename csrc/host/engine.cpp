@@ -29,7 +29,8 @@ backend::os::HugePages to_os(HostHugePages h) noexcept {
   switch (h) {
     case HostHugePages::thp: return backend::os::HugePages::thp;
     case HostHugePages::hugetlb: return backend::os::HugePages::hugetlb;
-    case HostHugePages::off: break;
+    case HostHugePages::off:
+    case HostHugePages::automatic: break;  // per chunk: ArenaSettings::thp_after
   }
   return backend::os::HugePages::off;
 }
@@ -106,6 +107,7 @@ Engine::Engine(const HostPoolConfig& config) : config_(config) {
   arena_settings_.max_pin = config_.max_pin;
   arena_settings_.pinned = config_.pinned;
   arena_settings_.commit.huge_pages = to_os(config_.huge_pages);
+  arena_settings_.thp_after = config_.huge_pages == HostHugePages::automatic ? kHostAutoThpAfter : ~uint64_t{0};
   arena_settings_.commit.numa_node = config_.numa_node;
   arena_settings_.commit.first_touch = config_.first_touch == 1 || (config_.first_touch == -1 && config_.numa_node >= 0);
   uint64_t generation = 0;

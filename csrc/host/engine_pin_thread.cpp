@@ -31,7 +31,7 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::pin_ahead(uint32_t i) noexcept {
   if (serial) setup_lock_.unlock();
   if (bytes == 0) return false;
 
-  AheadWork work = Arena::prepare_ahead(start, bytes, arena_settings_);
+  AheadWork work = arena.prepare_ahead(start, bytes, arena_settings_);
 
   if (serial) setup_lock_.lock();
   arena.mutex().lock();

@@ -50,12 +50,18 @@ enum class HostHugePages : uint8_t {
   off,
   thp,      // madvise(MADV_HUGEPAGE) on the arenas ("on" is accepted for it)
   hugetlb,  // MAP_HUGETLB pages; falls back to normal pages, counted in stats
+  // "auto": thp for each arena's memory past its first kHostAutoThpAfter
+  // bytes. A huge page is backed whole at its first touch, so a small pool
+  // would pay a few MiB it does not use; a large one saves the page walks of
+  // a working set the TLB cannot map in 4 KiB pages.
+  automatic,
 };
+inline constexpr uint64_t kHostAutoThpAfter = uint64_t{64} << 20;
 
 struct HostPoolConfig {
   HostPinned pinned = HostPinned::off;
   HostThreadCache thread_cache = HostThreadCache::performance;
-  HostHugePages huge_pages = HostHugePages::off;
+  HostHugePages huge_pages = HostHugePages::automatic;
   // NUMA node the arenas are bound to (mbind MPOL_BIND); -1 = no binding.
   int numa_node = -1;
   // Touch every page of a chunk when it is committed, so the pages are placed

@@ -41,6 +41,9 @@ TEST(HostConfig, EmptyGivesDefaultsAndToStringRoundTrips) {
   EXPECT_EQ(d.thread_cache, HostThreadCache::performance);
   EXPECT_FALSE(d.pin_thread);
   EXPECT_FALSE(d.hardened);
+  EXPECT_EQ(d.huge_pages, HostHugePages::automatic);
+  EXPECT_EQ(HostPoolConfig::parse(d.to_string()).huge_pages, HostHugePages::automatic);
+  EXPECT_EQ(HostPoolConfig::parse("huge_pages=off").huge_pages, HostHugePages::off);
   const HostPoolConfig c =
       HostPoolConfig::parse("pinned=on,thread_cache=none,huge_pages=hugetlb,chunk=4MiB,pin_thread=on,hardened=1");
   const HostPoolConfig back = HostPoolConfig::parse(c.to_string());

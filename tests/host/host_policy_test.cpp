@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <barrier>
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -155,6 +157,41 @@ TEST(HostPolicy, TransparentHugePagesAndFirstTouch) {
   EXPECT_TRUE(intact(p, 3 << 20, 2));
   pool.deallocate(p);
   EXPECT_VALID(pool);
+}
+
+// The VmFlags of the mapping that holds p ("hg": advised to huge pages).
+std::string vm_flags_of(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) inside = lo <= a && a < hi;
+    if (inside && line.rfind("VmFlags:", 0) == 0) return line + " ";
+  }
+  return "";
+}
+
+// huge_pages=auto (the default) advises an arena's chunks to transparent
+// huge pages only past its first 64 MiB: a small pool keeps 4 KiB pages.
+TEST(HostPolicy, AutoHugePagesAdviseAnArenaPastItsFirst64MiB) {
+  if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) GTEST_SKIP() << "no THP in this kernel";
+  HostPool pool(kTestConf);  // huge_pages=auto by default; large blocks up to 8 MiB
+  ASSERT_EQ(pool.config().huge_pages, HostHugePages::automatic);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 12; ++i) {
+    blocks.push_back(pool.allocate(7 << 20));
+    ASSERT_NE(blocks.back(), nullptr) << HostPool::last_error();
+  }
+  EXPECT_EQ(vm_flags_of(blocks.front()).find(" hg "), std::string::npos) << vm_flags_of(blocks.front());
+  EXPECT_NE(vm_flags_of(blocks.back()).find(" hg "), std::string::npos) << vm_flags_of(blocks.back());
+  for (void* p : blocks) ASSERT_EQ(pool.deallocate(p), Status::ok);
+  EXPECT_VALID(pool);
+
+  HostPool off(conf("huge_pages=off"));
+  for (int i = 0; i < 12; ++i) blocks[static_cast<size_t>(i)] = off.allocate(7 << 20);
+  EXPECT_EQ(vm_flags_of(blocks.back()).find(" hg "), std::string::npos) << vm_flags_of(blocks.back());
+  for (void* p : blocks) ASSERT_EQ(off.deallocate(p), Status::ok);
 }
 
 TEST(HostPolicy, HugetlbFallsBackToNormalPagesAndCountsIt) {
