@@ -18,6 +18,16 @@ constexpr uint64_t kBlockAlignment = 64;
 
 }  // namespace
 
+backend::os::CommitResult ArenaSettings::commit_range(char* base, uint64_t offset, uint64_t bytes) const noexcept {
+  const backend::os::CommitResult r = backend::os::commit(base + offset, bytes, commit);
+  const uint64_t end = offset + bytes;
+  if (r.ok && commit.huge_pages == backend::os::HugePages::off && end > thp_after) {
+    const uint64_t from = offset > thp_after ? offset : thp_after;
+    backend::os::advise_huge_pages(base + from, end - from);  // advice: the pool works without it
+  }
+  return r;
+}
+
 // The reservation, halved while mmap refuses it (the address space is
 // limited or crowded) down to settings.min_reserve, so an arena is made if
 // any usable size fits.
@@ -211,7 +221,7 @@ void Arena::undo_growth(char* start, uint64_t bytes, const ArenaSettings& settin
 
 Status Arena::grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta, Message* why) noexcept {
   char* start = base_ + committed_end_;
-  const backend::os::CommitResult committed = backend::os::commit(start, bytes, settings.commit_at(committed_end_));
+  const backend::os::CommitResult committed = settings.commit_range(base_, committed_end_, bytes);
   if (!committed.ok) {
     why->add(committed.what).add(" failed committing ").add_dec(bytes).add(" bytes at ").add_ptr(start)
         .add(" (errno ").add_dec(static_cast<uint64_t>(committed.error)).add(")");

@@ -40,14 +40,12 @@ struct ArenaSettings {
   HostPinned pinned = HostPinned::off;
   backend::HostPinner* pinner = nullptr;  // null: nothing is pinned
   backend::os::CommitOptions commit;
-  // Chunks committed at this offset of an arena or past it are advised
-  // to transparent huge pages (huge_pages=auto); ~0: none but by `commit`.
+  // An arena's memory from this offset on is advised to transparent huge
+  // pages (huge_pages=auto); ~0: none but what `commit` asks.
   uint64_t thp_after = ~uint64_t{0};
-  backend::os::CommitOptions commit_at(uint64_t offset) const noexcept {
-    backend::os::CommitOptions o = commit;
-    if (offset >= thp_after && o.huge_pages == backend::os::HugePages::off) o.huge_pages = backend::os::HugePages::thp;
-    return o;
-  }
+  // Commits [base + offset, + bytes) with `commit`, and advises the part of
+  // it past thp_after (a growth may start below and end above it).
+  backend::os::CommitResult commit_range(char* base, uint64_t offset, uint64_t bytes) const noexcept;
 };
 
 // What one call changed, for the pool's counters.

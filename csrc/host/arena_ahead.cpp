@@ -32,7 +32,7 @@ AheadWork Arena::prepare_ahead(char* start, uint64_t bytes, const ArenaSettings&
   AheadWork work;
   work.start = start;
   work.bytes = bytes;
-  work.commit = backend::os::commit(start, bytes, settings.commit_at(static_cast<uint64_t>(start - base_)));
+  work.commit = settings.commit_range(base_, static_cast<uint64_t>(start - base_), bytes);
   if (!work.commit.ok) {
     work.why.add(work.commit.what).add(" failed committing ").add_dec(bytes).add(" bytes ahead at ").add_ptr(start);
     return work;

@@ -172,24 +172,37 @@ std::string vm_flags_of(const void* p) {
   return "";
 }
 
-// huge_pages=auto (the default) advises an arena's chunks to transparent
-// huge pages only past its first 64 MiB: a small pool keeps 4 KiB pages.
+// huge_pages=auto (the default) advises an arena's memory to transparent
+// huge pages only past its first 64 MiB, also where one growth of the arena
+// crosses that mark: a small pool keeps 4 KiB pages.
 TEST(HostPolicy, AutoHugePagesAdviseAnArenaPastItsFirst64MiB) {
   if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) GTEST_SKIP() << "no THP in this kernel";
-  HostPool pool(kTestConf);  // huge_pages=auto by default; large blocks up to 8 MiB
+  HostPool pool("reserve=1GiB,huge_threshold=64MiB");  // huge_pages=auto by default
   ASSERT_EQ(pool.config().huge_pages, HostHugePages::automatic);
+  // The first segment is the arena's first range: its base.
+  void* small = pool.allocate(64);
+  ASSERT_NE(small, nullptr);
+  char* base = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(small) & ~uintptr_t{(4 << 20) - 1});
+  char* mark = base + kHostAutoThpAfter;
+  // 20 MiB blocks grow the arena 20 MiB at a time (4 MiB chunks): the
+  // growth that passes the mark starts below it.
   std::vector<void*> blocks;
-  for (int i = 0; i < 12; ++i) {
-    blocks.push_back(pool.allocate(7 << 20));
+  while (blocks.empty() || static_cast<char*>(blocks.back()) + (20 << 20) < mark + (4 << 20)) {
+    blocks.push_back(pool.allocate(20 << 20));
     ASSERT_NE(blocks.back(), nullptr) << HostPool::last_error();
   }
-  EXPECT_EQ(vm_flags_of(blocks.front()).find(" hg "), std::string::npos) << vm_flags_of(blocks.front());
-  EXPECT_NE(vm_flags_of(blocks.back()).find(" hg "), std::string::npos) << vm_flags_of(blocks.back());
+  EXPECT_EQ(vm_flags_of(base + (1 << 20)).find(" hg "), std::string::npos) << vm_flags_of(base);
+  EXPECT_EQ(vm_flags_of(mark - 4096).find(" hg "), std::string::npos) << vm_flags_of(mark - 4096);
+  EXPECT_NE(vm_flags_of(mark + 4096).find(" hg "), std::string::npos) << vm_flags_of(mark + 4096);
   for (void* p : blocks) ASSERT_EQ(pool.deallocate(p), Status::ok);
+  ASSERT_EQ(pool.deallocate(small), Status::ok);
   EXPECT_VALID(pool);
 
-  HostPool off(conf("huge_pages=off"));
-  for (int i = 0; i < 12; ++i) blocks[static_cast<size_t>(i)] = off.allocate(7 << 20);
+  HostPool off("reserve=1GiB,huge_threshold=64MiB,huge_pages=off");
+  for (void*& p : blocks) {
+    p = off.allocate(20 << 20);
+    ASSERT_NE(p, nullptr) << HostPool::last_error();
+  }
   EXPECT_EQ(vm_flags_of(blocks.back()).find(" hg "), std::string::npos) << vm_flags_of(blocks.back());
   for (void* p : blocks) ASSERT_EQ(off.deallocate(p), Status::ok);
 }

@@ -87,6 +87,8 @@ CommitResult commit(void* p, uint64_t bytes, const CommitOptions& options) noexc
   return result;
 }
 
+bool advise_huge_pages(void* p, uint64_t bytes) noexcept { return madvise(p, bytes, MADV_HUGEPAGE) == 0; }
+
 bool decommit(void* p, uint64_t bytes) noexcept {
   return madvise(p, bytes, MADV_DONTNEED) == 0;
 }
