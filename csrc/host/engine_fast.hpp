@@ -1,4 +1,5 @@
-// unipool host: the engine's fast paths, inlined into HostPool's members.
+// unipool host: the engine's fast paths, inlined into HostPool's members and
+// the malloc face's entry points.
 //
 // allocate: the thread's recent heap (t_recent_heap) when it is this pool's,
 //   else thread state -> heap of this pool; then the class's hot line ->

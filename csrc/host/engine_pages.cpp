@@ -132,10 +132,10 @@ Block* Engine::pop_block(Page* page) noexcept {
 
 // ---- pages between owners ---------------------------------------------------
 
-// Page::heap and Page::owner, and the page's tag (layout.hpp) with them: the
-// fast free path reads the tag only. Whoever may change the owner writes all
-// three (the owner itself, or the class lock's holder for a shared page);
-// the tag's kRemotePending flag starts clear.
+// Page::heap and Page::owner, and the page's tags (layout.hpp: one per 64
+// KiB) with them: the fast free path reads a tag only. Whoever may change the
+// owner writes them all (the owner itself, or the class lock's holder for a
+// shared page); the tags' kRemotePending flag starts clear.
 void Engine::set_owner(Page* page, Heap* heap, uintptr_t owner) noexcept {
   page->heap.store(heap, std::memory_order_seq_cst);
   page->owner.store(owner, std::memory_order_seq_cst);

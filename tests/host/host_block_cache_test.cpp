@@ -121,18 +121,20 @@ TEST(HostBlockCache, ARemoteFreeSendsTheOwnerSlowOnlyUntilItCollects) {
 
 // A middle page (256 KiB) has a tag per 64 KiB, all alike: a remote free
 // flags each of them, so the owner's free of any block of the page, in its
-// quarter or another, goes past the cache until the owner collects.
+// quarter or another, goes past the cache until the owner collects. The
+// page is not the segment's first, where page and tag indexes coincide.
 TEST(HostBlockCache, ARemoteFreeFlagsEveryQuarterOfAMiddlePage) {
   HostPool pool(kTestConf);
   constexpr size_t kSize = 20 << 10;
-  std::vector<void*> blocks = allocate_n(pool, 12, kSize);
+  std::vector<void*> blocks = allocate_n(pool, 36, kSize);
   auto page = [](void* p) { return reinterpret_cast<uintptr_t>(p) >> 18; };
+  auto page_in_segment = [](void* p) { return (reinterpret_cast<uintptr_t>(p) >> 18) & 15; };
   auto quarter = [](void* p) { return (reinterpret_cast<uintptr_t>(p) >> 16) & 3; };
   void* by_other = nullptr;
   void* mine = nullptr;
   for (void* x : blocks) {
     for (void* y : blocks) {
-      if (!by_other && quarter(x) >= 2 && page(y) == page(x) && quarter(y) < quarter(x)) {
+      if (!by_other && page_in_segment(x) != 0 && quarter(x) >= 2 && page(y) == page(x) && quarter(y) < quarter(x)) {
         by_other = x;
         mine = y;
       }
