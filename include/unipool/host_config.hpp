@@ -56,7 +56,7 @@ enum class HostHugePages : uint8_t {
   // a working set the TLB cannot map in 4 KiB pages.
   automatic,
 };
-inline constexpr uint64_t kHostAutoThpAfter = uint64_t{64} << 20;
+inline constexpr uint64_t kHostAutoThpAfter = uint64_t{128} << 20;
 
 struct HostPoolConfig {
   HostPinned pinned = HostPinned::off;

@@ -173,9 +173,9 @@ std::string vm_flags_of(const void* p) {
 }
 
 // huge_pages=auto (the default) advises an arena's memory to transparent
-// huge pages only past its first 64 MiB, also where one growth of the arena
+// huge pages only past its first 128 MiB, also where one growth of the arena
 // crosses that mark: a small pool keeps 4 KiB pages.
-TEST(HostPolicy, AutoHugePagesAdviseAnArenaPastItsFirst64MiB) {
+TEST(HostPolicy, AutoHugePagesAdviseAnArenaPastItsFirst128MiB) {
   if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) GTEST_SKIP() << "no THP in this kernel";
   HostPool pool("reserve=1GiB,huge_threshold=64MiB");  // huge_pages=auto by default
   ASSERT_EQ(pool.config().huge_pages, HostHugePages::automatic);
