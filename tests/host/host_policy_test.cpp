@@ -177,30 +177,37 @@ std::string vm_flags_of(const void* p) {
 // crosses that mark: a small pool keeps 4 KiB pages.
 TEST(HostPolicy, AutoHugePagesAdviseAnArenaPastItsFirst128MiB) {
   if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) GTEST_SKIP() << "no THP in this kernel";
-  HostPool pool("reserve=1GiB,huge_threshold=64MiB");  // huge_pages=auto by default
+  // huge_pages=auto by default; a limit keeps every large block in arena 0.
+  HostPool pool("reserve=1GiB,huge_threshold=64MiB,limit=900MiB");
   ASSERT_EQ(pool.config().huge_pages, HostHugePages::automatic);
   // The first segment is the arena's first range: its base.
   void* small = pool.allocate(64);
   ASSERT_NE(small, nullptr);
   char* base = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(small) & ~uintptr_t{(4 << 20) - 1});
   char* mark = base + kHostAutoThpAfter;
-  // 20 MiB blocks grow the arena 20 MiB at a time (4 MiB chunks): the
-  // growth that passes the mark starts below it.
+  // 16 MiB blocks grow the arena 16 MiB at a time (4 MiB chunks, 64-byte
+  // headers: to 24, 40, ..., 120, 136 MiB): one growth crosses the mark.
   std::vector<void*> blocks;
-  while (blocks.empty() || static_cast<char*>(blocks.back()) + (20 << 20) < mark + (4 << 20)) {
-    blocks.push_back(pool.allocate(20 << 20));
+  bool crossed = false;
+  while (blocks.empty() || static_cast<char*>(blocks.back()) + (16 << 20) < mark + (4 << 20)) {
+    const uint64_t before = pool.stats().committed_bytes;
+    blocks.push_back(pool.allocate(16 << 20));
     ASSERT_NE(blocks.back(), nullptr) << HostPool::last_error();
+    ASSERT_LT(static_cast<char*>(blocks.back()) - base, 1 << 30) << "not in the arena of the first segment";
+    const uint64_t after = pool.stats().committed_bytes;
+    crossed = crossed || (before < kHostAutoThpAfter && after > kHostAutoThpAfter);
   }
-  EXPECT_EQ(vm_flags_of(base + (1 << 20)).find(" hg "), std::string::npos) << vm_flags_of(base);
+  EXPECT_TRUE(crossed) << "no growth of the arena crossed the mark";
+  EXPECT_EQ(vm_flags_of(base + (1 << 20)).find(" hg "), std::string::npos) << vm_flags_of(base + (1 << 20));
   EXPECT_EQ(vm_flags_of(mark - 4096).find(" hg "), std::string::npos) << vm_flags_of(mark - 4096);
   EXPECT_NE(vm_flags_of(mark + 4096).find(" hg "), std::string::npos) << vm_flags_of(mark + 4096);
   for (void* p : blocks) ASSERT_EQ(pool.deallocate(p), Status::ok);
   ASSERT_EQ(pool.deallocate(small), Status::ok);
   EXPECT_VALID(pool);
 
-  HostPool off("reserve=1GiB,huge_threshold=64MiB,huge_pages=off");
+  HostPool off("reserve=1GiB,huge_threshold=64MiB,limit=900MiB,huge_pages=off");
   for (void*& p : blocks) {
-    p = off.allocate(20 << 20);
+    p = off.allocate(16 << 20);
     ASSERT_NE(p, nullptr) << HostPool::last_error();
   }
   EXPECT_EQ(vm_flags_of(blocks.back()).find(" hg "), std::string::npos) << vm_flags_of(blocks.back());
