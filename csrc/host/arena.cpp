@@ -122,8 +122,8 @@ Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, con
   uint64_t grown = 0;      // by earlier attempts: taken from the headroom
   for (int attempt = 0; attempt < 3; ++attempt) {
     // Built in place: the range allocator's result, stored field by field,
-    // was copied with 16-byte loads, which no store can forward to (a stall
-    // of the whole store buffer's drain on every large allocation).
+    // was copied with 16-byte loads, which no one 8-byte store can forward
+    // to: each such load waited until the stores reached the cache.
     try {
       new (out) RangeAllocation(ranges_->allocate(size, alignment > kBlockAlignment ? alignment : 0));
     } catch (...) {
