@@ -10,6 +10,9 @@
 
 #include <atomic>
 #include <cstdint>
+#if __has_include(<sys/single_threaded.h>)
+#include <sys/single_threaded.h>
+#endif
 
 #include "core/thread_safety.hpp"
 
@@ -39,20 +42,44 @@ inline void cpu_relax() noexcept {
 // code and its TLB entries cold, and the profile of hakmem_mixed put ~13% of
 // the run on the entries of pthread_mutex_trylock/lock/unlock. Never
 // allocates; the fork handlers may take and drop it from outside.
+//
+// In a process with one thread (glibc's __libc_single_threaded, which
+// pthread_create clears before the new thread exists and nothing sets
+// again) lock and unlock are plain stores, as glibc's own arenas do: a
+// locked instruction waits for every store the program has in flight, and
+// no other thread can take the lock meanwhile. The unlock looks again: a
+// thread made while the lock was held (none is, on the paths that take it)
+// may be waiting, and gets the exchange and its wake-up.
 class UNIPOOL_CAPABILITY("mutex") FutexMutex {
  public:
   void lock() noexcept UNIPOOL_ACQUIRE() {
+    if (single_threaded()) {
+      state_.store(1, std::memory_order_relaxed);
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // the section's accesses stay after it
+      return;
+    }
     uint32_t s = 0;
     if (state_.compare_exchange_strong(s, 1, std::memory_order_acquire, std::memory_order_relaxed)) return;
     lock_slow(s);
   }
   void unlock() noexcept UNIPOOL_RELEASE() {
+    if (single_threaded()) {
+      state_.store(0, std::memory_order_release);
+      return;
+    }
     if (state_.exchange(0, std::memory_order_release) == 2) {
       syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
     }
   }
 
  private:
+  static bool single_threaded() noexcept {
+#if __has_include(<sys/single_threaded.h>)
+    return __libc_single_threaded != 0;
+#else
+    return false;
+#endif
+  }
   void lock_slow(uint32_t s) noexcept {
     // Critical sections are a few range-allocator steps: spin a little first.
     for (int i = 0; i < 100 && s != 0; ++i) {

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "host/lock.hpp"
 #include "host_test_util.hpp"
 #include "support/rng.hpp"
 #include "support/test_scale.hpp"
@@ -236,6 +238,27 @@ TEST(HostThreads, ALargeOnlyThreadsBlocksAreCountedExactly) {
   EXPECT_VALID(pool);
   ASSERT_EQ(pool.deallocate(mine), Status::ok);
   EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+}
+
+// The arena lock takes and drops itself with plain stores while the
+// process has one thread. A thread made while it is held (the process then
+// has two) must wait for it, and be woken by the unlock.
+TEST(HostThreads, AThreadMadeWhileTheArenaLockIsHeldWaitsForIt) {
+  host::FutexMutex m;
+  m.lock();  // in a process of one thread (ctest runs each test alone): a plain store
+  std::atomic<bool> inside{false};
+  std::thread t([&] {
+    m.lock();
+    inside = true;
+    m.unlock();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(inside.load());  // still held: the thread waits
+  m.unlock();
+  t.join();
+  EXPECT_TRUE(inside.load());
+  m.lock();  // free again, with two threads made: the locked path
+  m.unlock();
 }
 
 TEST(HostThreads, FreeOnAnotherThreadAfterOwnerExited) {
