@@ -53,7 +53,10 @@ inline void cpu_relax() noexcept {
 class UNIPOOL_CAPABILITY("mutex") FutexMutex {
  public:
   void lock() noexcept UNIPOOL_ACQUIRE() {
-    if (single_threaded()) {
+    // Held already in a process of one thread: a signal handler that came
+    // back in. The locked path then waits (as before), rather than run the
+    // range allocator inside the section it interrupted.
+    if (single_threaded() && state_.load(std::memory_order_relaxed) == 0) {
       state_.store(1, std::memory_order_relaxed);
       std::atomic_signal_fence(std::memory_order_seq_cst);  // the section's accesses stay after it
       return;
