@@ -77,6 +77,8 @@ TEST(HostConfig, ErrorsNameTheKey) {
   expect_error("huge_threshold=16KiB", "huge_threshold");
   expect_error("huge_cache=1000", "huge_cache");
   expect_error("first_touch=sometimes", "first_touch");
+  expect_error("huge_pages=automatic", "huge_pages");
+  expect_error("huge_pages=automatic", "automatic");
   expect_error("pinned=on,pin_thread=sometimes", "pin_thread");
   expect_error("pinned=on,pin_thread=sometimes", "sometimes");
   expect_error("pin_thread=on", "pin_thread");  // needs pinned=on or best_effort
