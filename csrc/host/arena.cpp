@@ -19,20 +19,9 @@ constexpr uint64_t kBlockAlignment = 64;
 }  // namespace
 
 backend::os::CommitResult ArenaSettings::commit_range(char* base, uint64_t offset, uint64_t bytes) const noexcept {
-  const uint64_t end = offset + bytes;
-  if (commit.huge_pages != backend::os::HugePages::off || end <= thp_after) {
-    return backend::os::commit(base + offset, bytes, commit);
-  }
-  // The advice before the first touch: pages touched first would be 4 KiB
-  // pages until khugepaged came by.
   backend::os::CommitOptions options = commit;
-  options.first_touch = false;
-  const backend::os::CommitResult r = backend::os::commit(base + offset, bytes, options);
-  if (!r.ok) return r;
-  const uint64_t from = offset > thp_after ? offset : thp_after;
-  backend::os::advise_huge_pages(base + from, end - from);  // advice: the pool works without it
-  if (commit.first_touch) backend::os::touch_pages(base + offset, bytes);
-  return r;
+  if (offset + bytes > thp_after) options.thp_from = offset >= thp_after ? 0 : thp_after - offset;
+  return backend::os::commit(base + offset, bytes, options);
 }
 
 // The reservation, halved while mmap refuses it (the address space is

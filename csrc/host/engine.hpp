@@ -186,7 +186,7 @@ class Engine {
 
   // ---- the block cache (block_cache.hpp, engine_cache.cpp) ----
   inline void* take_cached(HeapClassHot& hot, uint32_t cached) noexcept;  // the top block (cached: hot.cached() != 0)
-  inline void cache_push(HeapClassHot& hot, Block* b) noexcept;
+  inline void cache_push(HeapClassHot& hot, Block* b, uint32_t cached) noexcept;  // cached: hot.cached()
   // An owner's free that finds its class's cache full (the older half of
   // the cache, then the block, to the pages) or has none (hardened=on: the
   // block alone).

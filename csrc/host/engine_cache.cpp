@@ -21,7 +21,7 @@ Status Engine::free_uncached(Page* page, Block* b) noexcept {
   if (hot.cached() != 0) drain_cache(heap, page->cls, hot.cached() - hot.cached() / 2);
   // A drained block of b's page may have shed the page (thread_cache=size).
   if (page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(heap->thread)) {
-    cache_push(hot, b);
+    cache_push(hot, b, hot.cached());
   } else {
     give_back(reinterpret_cast<uintptr_t>(heap->thread), page, b);
   }

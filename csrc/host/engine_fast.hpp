@@ -35,25 +35,23 @@ inline void* Engine::pop_fast_as(uint32_t cls) noexcept {
     t_recent_heap = ref;
     heap = ref.heap;
   }
-  {
-    HeapClassHot& hot = heap->hot[cls];
-    // One load of the count: it is atomic (stats() reads it), so a second
-    // read in take_cached would be a second load.
-    const uint32_t cached = hot.cached();
-    if (UNIPOOL_LIKELY(cached != 0)) return take_cached(hot, cached);
-    Page* page = hot.page;
-    Block* b = page->free;
-    Block* next = nullptr;
-    // A block that fails its checks is left for the slow path, which pops
-    // the same block, fails the same check and reports it.
-    if (UNIPOOL_LIKELY(b != nullptr) && UNIPOOL_LIKELY(next_as<kHardened>(page, b, &next))) {
-      // The next block of this class is usually a cold line (freed long ago
-      // in a big live set): start fetching it now, not at the next call.
-      __builtin_prefetch(next, 1, 3);
-      take_local(page, b, next);
-      bump(hot.allocs);
-      return b;
-    }
+  HeapClassHot& hot = heap->hot[cls];
+  // One load of the count: it is atomic (stats() reads it), so a second
+  // read in take_cached would be a second load.
+  const uint32_t cached = hot.cached();
+  if (UNIPOOL_LIKELY(cached != 0)) return take_cached(hot, cached);
+  Page* page = hot.page;
+  Block* b = page->free;
+  Block* next = nullptr;
+  // A block that fails its checks is left for the slow path, which pops
+  // the same block, fails the same check and reports it.
+  if (UNIPOOL_LIKELY(b != nullptr) && UNIPOOL_LIKELY(next_as<kHardened>(page, b, &next))) {
+    // The next block of this class is usually a cold line (freed long ago
+    // in a big live set): start fetching it now, not at the next call.
+    __builtin_prefetch(next, 1, 3);
+    take_local(page, b, next);
+    bump(hot.allocs);
+    return b;
   }
   return nullptr;
 }
@@ -100,9 +98,8 @@ inline void* Engine::take_cached(HeapClassHot& hot, uint32_t cached) noexcept {
   return b;
 }
 
-inline void Engine::cache_push(HeapClassHot& hot, Block* b) noexcept {
+inline void Engine::cache_push(HeapClassHot& hot, Block* b, uint32_t n) noexcept {
   mark_block_free(b);
-  const uint32_t n = hot.cached();
   hot.slots[n] = b;
   hot.set_cached(n + 1);
 }
@@ -140,13 +137,14 @@ inline HeapClassHot* Engine::owned_live_block(const void* p) const noexcept {
 inline Status Engine::free(void* p) noexcept {
   if (HeapClassHot* hot = owned_live_block(p)) {
     bump(hot->frees);
-    if (UNIPOOL_UNLIKELY(hot->cached() >= hot->cache_limit)) {
+    const uint32_t cached = hot->cached();  // once: an atomic, as in pop_fast_as
+    if (UNIPOOL_UNLIKELY(cached >= hot->cache_limit)) {
       return free_uncached(Segment::of(p)->page_of(p), static_cast<Block*>(p));
     }
     // Handed out again soon (LIFO), to a program that writes it: fetch its
     // line now, in the background, as a push onto a list would.
     __builtin_prefetch(p, 1, 3);
-    cache_push(*hot, static_cast<Block*>(p));
+    cache_push(*hot, static_cast<Block*>(p), cached);
     return Status::ok;
   }
   return free_slow(p);

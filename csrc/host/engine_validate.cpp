@@ -148,14 +148,9 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
       const bool is_free = (seg->free_mask >> i) & 1;
       const uintptr_t owner = page.owner.load(std::memory_order_relaxed);
       if (is_free != (owner == kOwnerNone)) return bad(why, "page: free mask and owner disagree");
-      if (is_free) {
-        const PageTag* tags = seg->first_tag(&page);
-        for (uint32_t t = 0; t < seg->tags_per_page(); ++t) {
-          if (tags[t].owner_without_flag() != kOwnerNone) return bad(why, "page: a free page's tag names an owner");
-        }
-        continue;
-      }
+      // A free page's tags name no owner, as the page does.
       if (!tag_matches(*seg, i)) return bad(why, "page: its tag's owner or class line differs from the page's");
+      if (is_free) continue;
       const int64_t bits = live_bit_count(const_cast<Segment&>(*seg), i, why);
       if (bits < 0) return false;
       if (page.cls == kNoClass) continue;

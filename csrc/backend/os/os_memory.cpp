@@ -70,9 +70,11 @@ CommitResult commit(void* p, uint64_t bytes, const CommitOptions& options) noexc
     result.hugetlb_fallback = true;
   }
   if (!done && mprotect(p, bytes, PROT_READ | PROT_WRITE) != 0) return failure("mprotect");
+  // Advice only: a kernel without THP says EINVAL, and the pool still works.
   if (options.huge_pages == HugePages::thp && !done) {
-    // Advice only: a kernel without THP says EINVAL, and the pool still works.
     madvise(p, bytes, MADV_HUGEPAGE);
+  } else if (options.huge_pages == HugePages::off && options.thp_from < bytes) {
+    madvise(static_cast<char*>(p) + options.thp_from, bytes - options.thp_from, MADV_HUGEPAGE);
   }
   if (options.numa_node >= 0) {
     // A fresh hugetlb mapping lost the reservation's policy: bind again.
@@ -86,8 +88,6 @@ CommitResult commit(void* p, uint64_t bytes, const CommitOptions& options) noexc
   result.ok = true;
   return result;
 }
-
-bool advise_huge_pages(void* p, uint64_t bytes) noexcept { return madvise(p, bytes, MADV_HUGEPAGE) == 0; }
 
 bool decommit(void* p, uint64_t bytes) noexcept {
   return madvise(p, bytes, MADV_DONTNEED) == 0;

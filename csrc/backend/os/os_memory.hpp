@@ -18,6 +18,9 @@ struct CommitOptions {
   HugePages huge_pages = HugePages::off;
   int numa_node = -1;        // -1: no binding
   bool first_touch = false;  // write one byte per page now
+  // With huge_pages off: madvise(MADV_HUGEPAGE) from this many bytes into
+  // the range to its end (before any first touch); ~0: nowhere.
+  uint64_t thp_from = ~uint64_t{0};
   bool accounted = false;    // the range was reserved with accounted = true
 };
 
@@ -50,8 +53,6 @@ CommitResult commit(void* p, uint64_t bytes, const CommitOptions& options) noexc
 // Gives the physical pages of [p, p + bytes) back; the range stays usable
 // (it reads as zeros and faults pages in again).
 bool decommit(void* p, uint64_t bytes) noexcept;
-// madvise(MADV_HUGEPAGE) on committed memory: advice only (false without THP).
-bool advise_huge_pages(void* p, uint64_t bytes) noexcept;
 // Turns a committed range back into reserved address space (PROT_NONE, no
 // pages), whatever pages backed it.
 bool uncommit(void* p, uint64_t bytes) noexcept;
