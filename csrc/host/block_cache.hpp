@@ -66,11 +66,4 @@ constexpr uint32_t block_cache_limit(HostThreadCache policy, bool hardened, uint
   return n < least ? least : (n > most ? most : n);
 }
 
-// The stacks; their counts and a pointer to each sit in the heap's
-// per-class hot lines. An allocation sets a block's live bit from its
-// address alone (layout.hpp), without a chain of loads through the page.
-struct BlockCache {
-  Block* slots[kNumClasses][kCacheSlots];
-};
-
 }  // namespace unipool::host

@@ -90,7 +90,7 @@ bool Engine::validate_caches(int64_t cached[kNumClasses], Message* why) const {
         return bad(why, "block cache: more blocks than its limit");
       }
       for (uint32_t i = 0; i < hot.cached(); ++i) {
-        const Block* b = h->cache.slots[c][i];
+        const Block* b = hot.slots[i];
         const Located loc = locate(b);
         if (loc.kind != Kind::small || loc.page->cls != c || !is_carved_block(loc.page, b)) {
           return bad(why, "block cache: a block that is not a carved block of its class");

@@ -23,7 +23,9 @@ inline void bump(std::atomic<uint64_t>& counter, uint64_t by = 1) noexcept {
   counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
 
-// One line per class: what an allocation or a free of the class reads.
+// Per class, what an allocation or a free of the class reads: one line of
+// fields, then the class's block cache (block_cache.hpp) right after it, so
+// that a slot's address is the line's plus an offset, not a load away.
 struct alignas(64) HeapClassHot {
   Page* page;                    // current page, never null (the empty page)
   std::atomic<uint64_t> allocs;  // blocks of this class handed out by this thread
@@ -31,13 +33,13 @@ struct alignas(64) HeapClassHot {
   std::atomic<uint64_t> flushed_live;  // allocs - frees last folded into the pool's gauges
   std::atomic<uint32_t> cached_count;  // blocks in the class's block cache; owner writes, stats() reads
   uint32_t cache_limit;                // at most this many (0: no cache)
-  Block** slots;                       // the class's stack in the heap's BlockCache
   uint32_t block_size;                 // the class's (usable_size() of an owned block)
+  alignas(64) Block* slots[kCacheSlots];  // the block cache: [0, cached_count) hold blocks
 
   uint32_t cached() const noexcept { return cached_count.load(std::memory_order_relaxed); }
   void set_cached(uint32_t n) noexcept { cached_count.store(n, std::memory_order_relaxed); }
 };
-static_assert(sizeof(HeapClassHot) == 64);
+static_assert(sizeof(HeapClassHot) == 64 + kCacheSlots * sizeof(Block*));
 
 // A thread's changes to the pool's live large blocks not yet folded into
 // its gauges. Each gauge update is a locked read-modify-write on a line all
@@ -60,7 +62,6 @@ struct HeapClassLists {
 struct Heap {
   HeapClassHot hot[kNumClasses];
   HeapClassLists lists[kNumClasses];
-  BlockCache cache;
   uint32_t drain_seen = 0;  // the engine's drain epoch when this heap last looked
   // Bit c: some page of class c got a remote free since the owner last looked.
   alignas(64) std::atomic<uint64_t> remote_mask{0};
@@ -89,7 +90,6 @@ extern Page g_empty_page;
 inline void Heap::reset() noexcept {
   for (uint32_t c = 0; c < kNumClasses; ++c) {
     HeapClassHot& h = hot[c];
-    h.slots = cache.slots[c];
     h.block_size = kClassSize[c];
     h.page = &g_empty_page;
     h.allocs.store(0, std::memory_order_relaxed);
