@@ -104,6 +104,9 @@ class Engine {
   // ---- fast paths: engine_fast.hpp ----
   inline void* pop_fast(uint32_t cls) noexcept;  // nullptr: take the slow path
   inline void* allocate(size_t size) noexcept;
+  // The fast paths alone, for the malloc face: a block, or nullptr when
+  // only allocate() can tell (size 0, large, nothing cached or on the page).
+  inline void* allocate_fast(size_t size) noexcept;
   // The fast paths' code for one mode. hardened=on runs an out-of-line copy
   // (a tail call at the top of allocate), so the default mode's inlined code
   // keeps no register across a call it does not make.
@@ -113,7 +116,11 @@ class Engine {
   inline void* allocate_as(size_t size) noexcept;
   void* allocate_hardened(size_t size) noexcept;
   inline void* allocate_aligned(size_t size, size_t alignment) noexcept;
+  inline void* allocate_aligned_fast(size_t size, size_t alignment) noexcept;  // alignment > 16
   inline Status free(void* p) noexcept;
+  // This thread's free of its own live block: true when done; false, with
+  // nothing done, for any other pointer (nullptr too), which free() judges.
+  inline bool free_owned(void* p) noexcept;
   inline HeapClassHot* owned_live_block(const void* p) const noexcept;
 
   // ---- slow paths and the rest ----
@@ -190,7 +197,7 @@ class Engine {
   // An owner's free that finds its class's cache full (the older half of
   // the cache, then the block, to the pages) or has none (hardened=on: the
   // block alone).
-  Status free_uncached(Page* page, Block* b) noexcept;
+  void free_uncached(Page* page, Block* b) noexcept;
   void drain_cache(Heap* heap, uint32_t cls, uint32_t n) noexcept;  // the oldest n back to their pages
   void drain_caches(Heap* heap) noexcept;                           // every class
   // The cached blocks of `page` back to its local list (before it leaves its heap).

@@ -8,12 +8,12 @@
 
 namespace unipool::host {
 
-Status Engine::free_uncached(Page* page, Block* b) noexcept {
+void Engine::free_uncached(Page* page, Block* b) noexcept {
   Heap* heap = page->heap.load(std::memory_order_relaxed);
   HeapClassHot& hot = heap->hot[page->cls];
   if (hot.cache_limit == 0) {
     free_local(heap, page, b);
-    return Status::ok;
+    return;
   }
   check_drain_epoch(heap);
   // The older half (all of a one-block cache): the newer blocks are the
@@ -25,7 +25,6 @@ Status Engine::free_uncached(Page* page, Block* b) noexcept {
   } else {
     give_back(reinterpret_cast<uintptr_t>(heap->thread), page, b);
   }
-  return Status::ok;
 }
 
 void Engine::drain_cache(Heap* heap, uint32_t cls, uint32_t n) noexcept {

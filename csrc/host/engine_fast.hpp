@@ -69,18 +69,24 @@ inline void* Engine::allocate(size_t size) noexcept {
   return allocate_as<false>(size);
 }
 
+inline void* Engine::allocate_fast(size_t size) noexcept {
+  return UNIPOOL_LIKELY(size - 1 < middle_max_) ? pop_fast(class_of(size)) : nullptr;
+}
+
+inline void* Engine::allocate_aligned_fast(size_t size, size_t alignment) noexcept {
+  if (UNIPOOL_LIKELY(alignment <= kMaxClassAlignment && size - 1 < middle_max_ && (alignment & (alignment - 1)) == 0)) {
+    const uint32_t cls = aligned_class(size, alignment);
+    if (cls < kNumClasses && kClassSize[cls] <= middle_max_) return pop_fast(cls);
+  }
+  return nullptr;
+}
+
 inline void* Engine::allocate_aligned(size_t size, size_t alignment) noexcept {
   // 0 and the powers of two up to 16 are the default alignment. The power of
   // two test keeps 3, 6, 12, ... out of that shortcut: they go on to
   // allocate_slow, which refuses every non-power of two (bad_alignment).
   if (alignment <= 16 && (alignment & (alignment - 1)) == 0) return allocate(size);
-  if (UNIPOOL_LIKELY(alignment <= kMaxClassAlignment && size - 1 < middle_max_ &&
-                     (alignment & (alignment - 1)) == 0)) {
-    const uint32_t cls = aligned_class(size, alignment);
-    if (cls < kNumClasses && kClassSize[cls] <= middle_max_) {
-      if (void* p = pop_fast(cls)) return p;
-    }
-  }
+  if (void* p = allocate_aligned_fast(size, alignment)) return p;
   return allocate_slow(size, alignment);
 }
 
@@ -134,20 +140,22 @@ inline HeapClassHot* Engine::owned_live_block(const void* p) const noexcept {
   return nullptr;
 }
 
-inline Status Engine::free(void* p) noexcept {
-  if (HeapClassHot* hot = owned_live_block(p)) {
-    bump(hot->frees);
-    const uint32_t cached = hot->cached();  // once: an atomic, as in pop_fast_as
-    if (UNIPOOL_UNLIKELY(cached >= hot->cache_limit)) {
-      return free_uncached(Segment::of(p)->page_of(p), static_cast<Block*>(p));
-    }
-    // Handed out again soon (LIFO), to a program that writes it: fetch its
-    // line now, in the background, as a push onto a list would.
-    __builtin_prefetch(p, 1, 3);
-    cache_push(*hot, static_cast<Block*>(p), cached);
-    return Status::ok;
+inline bool Engine::free_owned(void* p) noexcept {
+  HeapClassHot* hot = owned_live_block(p);
+  if (UNIPOOL_UNLIKELY(hot == nullptr)) return false;
+  bump(hot->frees);
+  const uint32_t cached = hot->cached();  // once: an atomic, as in pop_fast_as
+  if (UNIPOOL_UNLIKELY(cached >= hot->cache_limit)) {
+    free_uncached(Segment::of(p)->page_of(p), static_cast<Block*>(p));
+    return true;
   }
-  return free_slow(p);
+  // Handed out again soon (LIFO), to a program that writes it: fetch its
+  // line now, in the background, as a push onto a list would.
+  __builtin_prefetch(p, 1, 3);
+  cache_push(*hot, static_cast<Block*>(p), cached);
+  return true;
 }
+
+inline Status Engine::free(void* p) noexcept { return free_owned(p) ? Status::ok : free_slow(p); }
 
 }  // namespace unipool::host

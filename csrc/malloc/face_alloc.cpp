@@ -25,6 +25,63 @@ void allocation_failed(HostPool* pool, Status why) noexcept {
   errno = ENOMEM;  // after write(2), which may set it
 }
 
+namespace {
+// Before the pool exists (see face_pool.hpp): the bootstrap arena. Threads
+// racing within the start-up share can fill it: the pool then, built now
+// (unless this thread is building it).
+void* bootstrap_allocate(size_t size, size_t alignment) noexcept {
+  void* block = BootstrapArena::allocate(size, alignment);
+  if (block != nullptr) return block;
+  HostPool* p = pool_slow(SIZE_MAX);  // past any share: builds the pool
+  if (p == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const HostAllocation a = alignment <= kNaturalAlignment ? p->allocate(size) : p->allocate(size, alignment);
+  if (a.ptr == nullptr) allocation_failed(p, a.status);
+  return a.ptr;
+}
+
+// The engine's answer (the engine reports a failure through the thread's
+// last status, as HostPool does), with errno set on a failure.
+void* checked(HostPool* p, void* block) noexcept {
+  if (block == nullptr) allocation_failed(p, host::thread_last_status());
+  return block;
+}
+}  // namespace
+
+void* allocate_slow(size_t size) noexcept {
+  if (size == 0) size = 1;
+  HostPool* p = pool(size);
+  if (p == nullptr) return bootstrap_allocate(size, kNaturalAlignment);
+  return checked(p, engine().allocate(size));
+}
+
+void* allocate_aligned_slow(size_t alignment, size_t size) noexcept {
+  if (size == 0) size = 1;
+  // The alignment's padding counts against the bootstrap arena's share.
+  HostPool* p = pool(size < SIZE_MAX - alignment ? size + alignment : SIZE_MAX);
+  if (p == nullptr) return bootstrap_allocate(size, alignment);
+  return checked(p, engine().allocate_aligned(size, alignment));
+}
+
+void* allocate_zeroed(size_t size) noexcept {
+  if (size == 0) size = 1;
+  HostPool* p = pool(size);
+  if (p == nullptr) {
+    void* block = bootstrap_allocate(size, kNaturalAlignment);
+    if (block != nullptr) std::memset(block, 0, size);
+    return block;
+  }
+  return checked(p, engine().allocate_zeroed(size));
+}
+
+void release_slow(void* block, const char* call) noexcept {
+  if (block == nullptr || BootstrapArena::contains(block)) return;  // bootstrap blocks are never reused
+  if (existing_pool() != nullptr && engine().free(block) == Status::ok) return;
+  report_bad_free(call, block);
+}
+
 void* reallocate(void* block, size_t size, const char* call) noexcept {
   if (block == nullptr) return allocate(size);
   if (size == 0) {  // glibc: free and return nullptr

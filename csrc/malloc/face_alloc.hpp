@@ -28,78 +28,46 @@ inline constexpr size_t kNaturalAlignment = 16;
 // `limit` was the reason (out of line: only failures pay for it).
 void allocation_failed(HostPool* pool, Status why) noexcept;
 
-// Before the pool exists (see face_pool.hpp): the bootstrap arena. Threads
-// racing within the start-up share can fill it: the pool then, built now
-// (unless this thread is building it).
-inline void* bootstrap_allocate(size_t size, size_t alignment) noexcept {
-  void* block = BootstrapArena::allocate(size, alignment);
-  if (block != nullptr) return block;
-  HostPool* p = pool_slow(SIZE_MAX);  // past any share: builds the pool
-  if (p == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  const HostAllocation a = alignment <= kNaturalAlignment ? p->allocate(size) : p->allocate(size, alignment);
-  if (a.ptr == nullptr) allocation_failed(p, a.status);
-  return a.ptr;
-}
-
-// The pool's engine, once pool() or existing_pool() returned the pool: its
-// release store published this.
+// The pool's engine, once pool() or existing_pool() returned the pool:
+// g_engine was published before g_pool.
 inline host::Engine& engine() noexcept { return *g_engine.load(std::memory_order_relaxed); }
 
-// The engine's answer (the engine reports a failure through the thread's
-// last status, as HostPool does), with errno set on a failure.
-inline void* checked(HostPool* p, void* block) noexcept {
-  if (block == nullptr) allocation_failed(p, host::thread_last_status());
-  return block;
-}
+// Each entry point tries the engine's inlined fast path first, with nothing
+// else on the way (no test of the pool, of size 0, of the bootstrap arena):
+// those cases fail the fast path and go out of line. The face's blocks are
+// never recorded in a history (host_pool.hpp), so it calls the engine, not
+// HostPool.
+void* allocate_slow(size_t size) noexcept;
+void* allocate_aligned_slow(size_t alignment, size_t size) noexcept;
+void release_slow(void* block, const char* call) noexcept;
 
-// Each allocation goes to the engine's member, or with history on to
-// HostPool's, which records it.
 inline void* allocate(size_t size) noexcept {
-  if (size == 0) size = 1;
-  HostPool* p = pool(size);
-  if (p == nullptr) return bootstrap_allocate(size, kNaturalAlignment);
-  host::Engine& e = engine();
-  return checked(p, UNIPOOL_LIKELY(!e.history().on()) ? e.allocate(size) : p->allocate(size).ptr);
+  if (host::Engine* e = g_engine.load(std::memory_order_acquire); UNIPOOL_LIKELY(e != nullptr)) {
+    if (void* block = e->allocate_fast(size); UNIPOOL_LIKELY(block != nullptr)) return block;
+  }
+  return allocate_slow(size);
 }
 
 // alignment: a power of two (callers check).
 inline void* allocate_aligned(size_t alignment, size_t size) noexcept {
   if (alignment <= kNaturalAlignment) return allocate(size);
-  if (size == 0) size = 1;
-  // The alignment's padding counts against the bootstrap arena's share.
-  HostPool* p = pool(size < SIZE_MAX - alignment ? size + alignment : SIZE_MAX);
-  if (p == nullptr) return bootstrap_allocate(size, alignment);
-  host::Engine& e = engine();
-  return checked(
-      p, UNIPOOL_LIKELY(!e.history().on()) ? e.allocate_aligned(size, alignment) : p->allocate(size, alignment).ptr);
+  if (host::Engine* e = g_engine.load(std::memory_order_acquire); UNIPOOL_LIKELY(e != nullptr)) {
+    if (void* block = e->allocate_aligned_fast(size, alignment); UNIPOOL_LIKELY(block != nullptr)) return block;
+  }
+  return allocate_aligned_slow(alignment, size);
 }
 
 // calloc: the pool clears only memory that may hold old data.
-inline void* allocate_zeroed(size_t size) noexcept {
-  if (size == 0) size = 1;
-  HostPool* p = pool(size);
-  if (p == nullptr) {
-    void* block = bootstrap_allocate(size, kNaturalAlignment);
-    if (block != nullptr) std::memset(block, 0, size);
-    return block;
-  }
-  host::Engine& e = engine();
-  return checked(p, UNIPOOL_LIKELY(!e.history().on()) ? e.allocate_zeroed(size) : p->allocate_zeroed(size).ptr);
-}
+void* allocate_zeroed(size_t size) noexcept;
 
 [[noreturn]] void report_bad_free(const char* call, void* block) noexcept;
 
 inline void release(void* block, const char* call) noexcept {
-  if (block == nullptr || BootstrapArena::contains(block)) return;  // bootstrap blocks are never reused
-  HostPool* p = existing_pool();
-  if (p != nullptr) {
-    host::Engine& e = engine();
-    if ((UNIPOOL_LIKELY(!e.history().on()) ? e.free(block) : p->deallocate(block)) == Status::ok) return;
+  if (host::Engine* e = g_engine.load(std::memory_order_acquire);
+      UNIPOOL_LIKELY(e != nullptr) && e->free_owned(block)) {
+    return;
   }
-  report_bad_free(call, block);
+  release_slow(block, call);
 }
 
 // Bytes usable at block; 0 for nullptr and for anything that is not ours.

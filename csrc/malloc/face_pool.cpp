@@ -51,7 +51,8 @@ HostPool* pool_slow(size_t size) noexcept {
   if (p == nullptr) {
     fatal("cannot build the default host pool: ", HostPool::default_pool_error());
   }
-  g_engine.store(&host::engine_of(*p), std::memory_order_relaxed);  // g_pool's release publishes it
+  // Both published: the face's fast paths read g_engine alone.
+  g_engine.store(&host::engine_of(*p), std::memory_order_release);
   g_pool.store(p, std::memory_order_release);
   return p;
 }

@@ -21,7 +21,8 @@ namespace unipool::malloc_face {
 extern std::atomic<HostPool*> g_pool;
 // g_pool's engine, set before g_pool: malloc and free call its inlined fast
 // paths (face_alloc.hpp) rather than HostPool's members, a call and a load
-// fewer on a chain that is most of their cost.
+// fewer on a chain that is most of their cost; non-null means the pool is
+// built.
 extern std::atomic<host::Engine*> g_engine;
 
 // The pool for a request of `size` bytes, built if it must be; nullptr when
