@@ -12,6 +12,7 @@ void Engine::free_uncached(Page* page, Block* b) noexcept {
   Heap* heap = page->heap.load(std::memory_order_relaxed);
   HeapClassHot& hot = heap->hot[page->cls];
   if (hot.cache_limit == 0) {
+    bump(hot.frees);
     free_local(heap, page, b);
     return;
   }
@@ -23,6 +24,7 @@ void Engine::free_uncached(Page* page, Block* b) noexcept {
   if (page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(heap->thread)) {
     cache_push(hot, b, hot.cached());
   } else {
+    bump(hot.frees);
     give_back(reinterpret_cast<uintptr_t>(heap->thread), page, b);
   }
 }
@@ -33,6 +35,7 @@ void Engine::drain_cache(Heap* heap, uint32_t cls, uint32_t n) noexcept {
   Block* out[kCacheSlots];
   std::memcpy(out, slots, n * sizeof(Block*));
   std::memmove(slots, slots + n, (hot.cached() - n) * sizeof(Block*));
+  bump(hot.frees, n);  // before the count falls: live() never rises on the way
   hot.set_cached(hot.cached() - n);
   // Every block onto its page's list first, while every page is still this
   // heap's; then each page once, in address order, where a page may leave
@@ -70,6 +73,7 @@ void Engine::drain_page(Heap* heap, Page* page) noexcept {
       slots[kept++] = b;
     }
   }
+  bump(hot.frees, hot.cached() - kept);
   hot.set_cached(kept);
 }
 

@@ -54,7 +54,7 @@ Heap* Engine::heap_for_thread() noexcept {
 
 void Engine::flush_class(Heap* heap, uint32_t cls) noexcept {
   HeapClassHot& hot = heap->hot[cls];
-  const uint64_t live = hot.allocs.load(std::memory_order_relaxed) - hot.frees.load(std::memory_order_relaxed);
+  const uint64_t live = hot.live();
   const auto delta = static_cast<int64_t>(live - hot.flushed_live.load(std::memory_order_relaxed));
   if (delta == 0) return;
   hot.flushed_live.store(live, std::memory_order_relaxed);
@@ -71,7 +71,7 @@ void Engine::flush_class(Heap* heap, uint32_t cls) noexcept {
 // current figures stay exact; only a peak can lag, by less than that.
 void Engine::maybe_flush_class(Heap* heap, uint32_t cls) noexcept {
   const HeapClassHot& hot = heap->hot[cls];
-  const uint64_t live = hot.allocs.load(std::memory_order_relaxed) - hot.frees.load(std::memory_order_relaxed);
+  const uint64_t live = hot.live();
   const auto delta = static_cast<int64_t>(live - hot.flushed_live.load(std::memory_order_relaxed));
   const int64_t bytes = delta * static_cast<int64_t>(kClassSize[cls]);
   if (bytes >= kFlushBytes || bytes <= -kFlushBytes) flush_class(heap, cls);
@@ -336,6 +336,7 @@ void Engine::abandon_pages(Heap* heap) noexcept {
       }
     }
     sc.retired_allocs.fetch_add(hot.allocs.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    // The cache is empty (drained above): frees alone balance allocs.
     sc.retired_frees.fetch_add(hot.frees.load(std::memory_order_relaxed), std::memory_order_relaxed);
     hot.allocs.store(0, std::memory_order_relaxed);
     hot.frees.store(0, std::memory_order_relaxed);

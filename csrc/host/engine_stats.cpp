@@ -19,7 +19,7 @@ void Engine::count_small(int64_t live[kNumClasses], uint64_t refills[kNumClasses
   for (const Heap* h = heaps_; h != nullptr; h = h->next) {
     for (uint32_t c = 0; c < kNumClasses; ++c) {
       const HeapClassHot& hot = h->hot[c];
-      const uint64_t l = hot.allocs.load(std::memory_order_relaxed) - hot.frees.load(std::memory_order_relaxed);
+      const uint64_t l = hot.live();
       live[c] += static_cast<int64_t>(l);
       *unflushed += static_cast<int64_t>(l - hot.flushed_live.load(std::memory_order_relaxed)) * static_cast<int64_t>(kClassSize[c]);
       refills[c] += h->lists[c].refills.load(std::memory_order_relaxed);

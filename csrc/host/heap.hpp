@@ -28,9 +28,12 @@ inline void bump(std::atomic<uint64_t>& counter, uint64_t by = 1) noexcept {
 // that a slot's address is the line's plus an offset, not a load away.
 struct alignas(64) HeapClassHot {
   Page* page;                    // current page, never null (the empty page)
-  std::atomic<uint64_t> allocs;  // blocks of this class handed out by this thread
-  std::atomic<uint64_t> frees;   // blocks of this class freed by this thread (any page)
-  std::atomic<uint64_t> flushed_live;  // allocs - frees last folded into the pool's gauges
+  // allocs - frees - cached: the blocks of this class this thread holds
+  // live (live()). A pop from the block cache or a push onto it moves the
+  // cached count alone, so the fast paths write no counter of their own.
+  std::atomic<uint64_t> allocs;        // blocks this thread handed out, but from its block cache
+  std::atomic<uint64_t> frees;         // blocks it freed (any page), but onto its cache; and blocks its cache gave back
+  std::atomic<uint64_t> flushed_live;  // live() last folded into the pool's gauges
   std::atomic<uint32_t> cached_count;  // blocks in the class's block cache; owner writes, stats() reads
   uint32_t cache_limit;                // at most this many (0: no cache)
   uint32_t block_size;                 // the class's (usable_size() of an owned block)
@@ -38,6 +41,9 @@ struct alignas(64) HeapClassHot {
 
   uint32_t cached() const noexcept { return cached_count.load(std::memory_order_relaxed); }
   void set_cached(uint32_t n) noexcept { cached_count.store(n, std::memory_order_relaxed); }
+  uint64_t live() const noexcept {
+    return allocs.load(std::memory_order_relaxed) - frees.load(std::memory_order_relaxed) - cached();
+  }
 };
 static_assert(sizeof(HeapClassHot) == 64 + kCacheSlots * sizeof(Block*));
 

@@ -172,6 +172,37 @@ TEST(HostBlockCache, StaysWithinItsBoundAndGivesTheOlderBlocksBack) {
   EXPECT_VALID(pool);
 }
 
+// The fast paths count no frees into the cache and no allocations out of it:
+// the cached count moves instead. Live counts stay exact through every way a
+// block enters or leaves the cache: a push, a pop, the drain of a full cache,
+// a shed page's drain (size), no cache at all (hardened).
+TEST(HostBlockCache, LiveCountsStayExactAsItFillsDrainsAndEmpties) {
+  for (const char* extra : {"thread_cache=performance", "thread_cache=size", "hardened=on"}) {
+    SCOPED_TRACE(extra);
+    HostPool pool(conf(extra));
+    std::vector<void*> blocks = allocate_n(pool, 300, 64);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      ASSERT_EQ(pool.deallocate(blocks[i]), Status::ok);
+      ASSERT_EQ(class_of(pool, 64).live_blocks, blocks.size() - 1 - i);
+      ASSERT_EQ(pool.stats().allocated_bytes, (blocks.size() - 1 - i) * 64);
+    }
+    EXPECT_VALID(pool);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      blocks[i] = pool.allocate(64);
+      ASSERT_NE(blocks[i], nullptr);
+      ASSERT_EQ(class_of(pool, 64).live_blocks, i + 1);
+    }
+    EXPECT_VALID(pool);
+    pool.flush_thread_cache();
+    EXPECT_EQ(class_of(pool, 64).live_blocks, blocks.size());
+    for (void* p : blocks) ASSERT_EQ(pool.deallocate(p), Status::ok);
+    pool.flush_thread_cache();
+    EXPECT_EQ(class_of(pool, 64).live_blocks, 0u);
+    EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+    EXPECT_VALID(pool);
+  }
+}
+
 TEST(HostBlockCache, ThePoliciesBoundIt) {
   struct Case {
     const char* conf;
