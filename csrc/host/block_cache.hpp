@@ -54,7 +54,7 @@ inline constexpr uint32_t kCacheSlots = 64;
 // free (mid_mt: 8-32 KiB blocks freed and allocated at random ran 1.25x
 // faster with 16 than with 64 KiB alone, for 0.7 MiB more peak RSS at 4
 // threads). The 512 KiB bound keeps a thread's cache of each of the largest
-// classes (40-64 KiB, with middle_max=64KiB) at 12 to 8 blocks.
+// classes (40-128 KiB) at 12 to 4 blocks.
 constexpr uint32_t block_cache_limit(HostThreadCache policy, bool hardened, uint32_t block_size) noexcept {
   if (policy == HostThreadCache::none || hardened) return 0;
   const bool lean = policy == HostThreadCache::size;

@@ -226,9 +226,9 @@ Status HostPoolConfig::check(const char** why) const noexcept {
   else if (reserve < (uint64_t{64} << 20) || reserve > (uint64_t{1} << 46) || reserve % chunk != 0)
     problem = "reserve must be a multiple of chunk between 64 MiB and 64 TiB";
   else if (max_pin < chunk) problem = "max_pin must be at least chunk (one registration covers whole chunks)";
-  else if (middle_max < 1024 || middle_max > (uint64_t{64} << 10))
-    problem = "middle_max must be between 1 KiB and 64 KiB";
-  else if (huge_threshold <= middle_max || huge_threshold > reserve / 2)
+  else if (middle_max != 0 && (middle_max < 1024 || middle_max > (uint64_t{128} << 10)))
+    problem = "middle_max must be between 1 KiB and 128 KiB (or 0: the policy's default)";
+  else if (huge_threshold <= middle_max_or_default() || huge_threshold > reserve / 2)
     problem = "huge_threshold must be above middle_max and at most half of reserve";
   else if (huge_cache > 64) problem = "huge_cache must be at most 64";
   // The first allocation commits a chunk: a smaller limit could serve
@@ -273,7 +273,7 @@ std::string HostPoolConfig::to_string() const {
   add("chunk", std::to_string(chunk));
   add("max_pin", std::to_string(max_pin));
   add("pin_thread", pin_thread ? "on" : "off");
-  add("middle_max", std::to_string(middle_max));
+  if (middle_max != 0) add("middle_max", std::to_string(middle_max));
   add("huge_threshold", std::to_string(huge_threshold));
   add("huge_cache", std::to_string(huge_cache));
   add("huge_cache_bytes", std::to_string(huge_cache_bytes));

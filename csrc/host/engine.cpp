@@ -73,7 +73,7 @@ Engine::Engine(const HostPoolConfig& config) : config_(config) {
   if (config_.check(&why) != Status::ok) throw std::invalid_argument(std::string("unipool host pool: ") + why);
   secret_ = make_secret(this);
   hardened_ = config_.hardened;
-  middle_max_ = config_.middle_max;
+  middle_max_ = config_.middle_max_or_default();
   huge_threshold_ = config_.huge_threshold;
   switch (config_.thread_cache) {
     case HostThreadCache::unlimited:

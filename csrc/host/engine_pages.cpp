@@ -40,6 +40,9 @@ void link_free(Segment** list, Segment* s) noexcept {
 
 // Page::reciprocal is 32 bits; the smallest class has the largest.
 static_assert(kClassReciprocal[0] <= UINT32_MAX);
+// Every middle page holds a block of the largest class, page 0 (after the
+// segment's header) too.
+static_assert(kMiddleLimit <= (uint64_t{1} << kMiddlePageShift) - kSegmentHeaderBytes);
 
 void Engine::format_page(Page* page, uint32_t cls) noexcept {
   Segment* seg = Segment::of(page);

@@ -1,7 +1,7 @@
 // unipool host: size classes of the small and middle paths.
 //
 // Small (<= 1 KiB): 16-byte steps up to 128, then four classes per power of
-// two. Middle (<= 64 KiB at most): eight classes per power of two from 1 to
+// two. Middle (<= 128 KiB at most): eight classes per power of two from 1 to
 // 8 KiB, four above. So a block wastes at most 25% of itself (12.5% above
 // 8 KiB and at most 12.5% (6.25% on average) between 1 and 8 KiB, where
 // programs put page-sized buffers with a small header: sqlite's 4,104 and
@@ -18,9 +18,9 @@
 namespace unipool::host {
 
 inline constexpr uint32_t kSmallMax = 1024;
-inline constexpr uint32_t kMiddleLimit = 64 << 10;  // largest middle_max
+inline constexpr uint32_t kMiddleLimit = 128 << 10;  // largest middle_max
 inline constexpr uint32_t kNumSmallClasses = 20;
-inline constexpr uint32_t kNumClasses = 56;
+inline constexpr uint32_t kNumClasses = 60;
 // Largest alignment the classes serve; page starts are aligned to it.
 inline constexpr uint32_t kMaxClassAlignment = 4096;
 

@@ -82,8 +82,9 @@ struct HostPoolConfig {
   // pinned=on or best_effort. docs/host_pool.md, "Background pinning".
   bool pin_thread = false;
   // Largest size served by thread-local pages (small <= 1 KiB, middle up to
-  // this). 1 KiB .. 64 KiB.
-  uint64_t middle_max = uint64_t{32} << 10;
+  // this). 1 KiB .. 128 KiB; 0 = the policy's default
+  // (middle_max_or_default()).
+  uint64_t middle_max = 0;
   // Requests above this get their own mapping, returned to the OS on free.
   uint64_t huge_threshold = uint64_t{32} << 20;
   // Recently freed huge mappings kept for reuse (a cache of whole mappings,
@@ -115,6 +116,15 @@ struct HostPoolConfig {
   // Checks the combination of values (parse() calls it too): Status::ok or
   // Status::bad_argument with *why naming the key.
   Status check(const char** why = nullptr) const noexcept;
+  // middle_max, or when it is 0 the policy's: 32 KiB under
+  // thread_cache=size/none, 128 KiB otherwise (faster for 32-128 KiB blocks,
+  // which a thread then reuses from its block cache, for more resident
+  // memory: docs/host_pool.md).
+  uint64_t middle_max_or_default() const noexcept {
+    if (middle_max != 0) return middle_max;
+    const bool lean = thread_cache == HostThreadCache::size || thread_cache == HostThreadCache::none;
+    return (lean ? uint64_t{32} : uint64_t{128}) << 10;
+  }
 };
 
 // Non-allocating parse: fills *out (starting from its current values) from

@@ -228,8 +228,8 @@ TEST(HostBlockCache, LargeClassesKeepSixteenBlocksUpTo512KiB) {
     size_t size;
     uint64_t most;
   };
-  for (const Case& c :
-       {Case{"", 32 << 10, 16}, Case{"middle_max=64KiB", 64 << 10, 8}, Case{"thread_cache=size", 32 << 10, 1}}) {
+  for (const Case& c : {Case{"", 32 << 10, 16}, Case{"middle_max=64KiB", 64 << 10, 8}, Case{"", 128 << 10, 4},
+                        Case{"thread_cache=size", 32 << 10, 1}}) {
     HostPool pool(conf(c.conf));
     std::vector<void*> blocks = allocate_n(pool, c.most + 1, c.size);
     for (size_t i = 0; i < c.most; ++i) ASSERT_EQ(pool.deallocate(blocks[i]), Status::ok);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "unipool/host_config.hpp"
 #include "unipool/host_pool.hpp"
@@ -73,7 +74,8 @@ TEST(HostConfig, ErrorsNameTheKey) {
   expect_error("chunk=1MiB", "chunk");
   expect_error("reserve=12XB", "reserve");
   expect_error("max_pin=2MiB,chunk=4MiB", "max_pin");
-  expect_error("middle_max=128KiB", "middle_max");
+  expect_error("middle_max=256KiB", "middle_max");
+  expect_error("middle_max=512", "middle_max");
   expect_error("huge_threshold=16KiB", "huge_threshold");
   expect_error("huge_cache=1000", "huge_cache");
   expect_error("first_touch=sometimes", "first_touch");
@@ -89,6 +91,32 @@ TEST(HostConfig, ErrorsNameTheKey) {
 }
 
 // A key given twice is a mistake (which one was meant?), not "the last wins".
+// middle_max=0 (the default) is the policy's: blocks to 128 KiB come from
+// thread pages under performance, to 32 KiB under the memory-lean policies.
+TEST(HostConfig, MiddleMaxDefaultsByPolicy) {
+  EXPECT_EQ(HostPoolConfig::parse("").middle_max, 0u);
+  EXPECT_EQ(HostPoolConfig::parse("").middle_max_or_default(), uint64_t{128} << 10);
+  EXPECT_EQ(HostPoolConfig::parse("thread_cache=unlimited").middle_max_or_default(), uint64_t{128} << 10);
+  EXPECT_EQ(HostPoolConfig::parse("thread_cache=size").middle_max_or_default(), uint64_t{32} << 10);
+  EXPECT_EQ(HostPoolConfig::parse("thread_cache=none").middle_max_or_default(), uint64_t{32} << 10);
+  EXPECT_EQ(HostPoolConfig::parse("thread_cache=size,middle_max=64KiB").middle_max_or_default(), uint64_t{64} << 10);
+  EXPECT_EQ(HostPoolConfig::parse("").to_string().find("middle_max"), std::string::npos);
+  EXPECT_EQ(HostPoolConfig::parse(HostPoolConfig::parse("middle_max=8KiB").to_string()).middle_max, uint64_t{8} << 10);
+  // huge_threshold is checked against the value in effect.
+  expect_error("huge_threshold=64KiB", "huge_threshold");
+  EXPECT_NO_THROW(HostPoolConfig::parse("thread_cache=size,huge_threshold=64KiB"));
+  for (const auto& [conf, middle] :
+       {std::pair{"reserve=1GiB", true}, std::pair{"reserve=1GiB,thread_cache=size", false}}) {
+    HostPool pool(conf);
+    void* p = pool.allocate(100000);
+    ASSERT_NE(p, nullptr) << conf;
+    const HostPoolStats st = pool.stats();
+    EXPECT_EQ(st.middle_blocks, middle ? 1u : 0u) << conf;
+    EXPECT_EQ(st.large_blocks, middle ? 0u : 1u) << conf;
+    EXPECT_EQ(pool.deallocate(p), Status::ok);
+  }
+}
+
 TEST(HostConfig, DuplicateKeyIsRefused) {
   expect_error("limit=1GiB,limit=2GiB", "'limit' is given twice");
   expect_error("pinned=off, thread_cache=size ,pinned=off", "'pinned' is given twice");

@@ -13,7 +13,7 @@ namespace unipool::test {
 namespace {
 
 constexpr uint64_t kReserve = uint64_t{1} << 30;  // kTestConf's reserve=1GiB
-constexpr size_t kLarge = 100000;                 // above middle_max, below huge_threshold
+constexpr size_t kLarge = 200000;                 // above middle_max, below huge_threshold
 
 // `threads` threads each allocate one large block at once and hand it back;
 // returns the blocks and the pool's reserved bytes while all were live.

@@ -43,7 +43,7 @@ TEST(HostPinning, PinnedOnFailsClearlyWhenRegistrationFails) {
   UseTestPinner use;
   HostPool pool(conf("pinned=on"));
   pinner_state().fail_from = 1;
-  for (size_t size : {size_t{64}, size_t{100000}, size_t{9} << 20}) {
+  for (size_t size : {size_t{64}, size_t{200000}, size_t{9} << 20}) {
     const HostAllocation a = pool.allocate(size);
     EXPECT_EQ(a, nullptr) << size;
     EXPECT_EQ(a.status, Status::out_of_space);

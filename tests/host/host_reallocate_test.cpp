@@ -51,13 +51,13 @@ TEST(HostReallocate, SmallAndLargeBlocksMoveWithTheirBytes) {
 // a live block right after it, growing moves it.
 TEST(HostReallocate, LargeBlockGrowsAndShrinksInItsArena) {
   HostPool pool(kTestConf);
-  void* p = pool.allocate(100000);
+  void* p = pool.allocate(200000);
   ASSERT_NE(p, nullptr);
-  fill(p, 100000, 4);
+  fill(p, 200000, 4);
   const HostAllocation grown = pool.reallocate(p, 700000);
   ASSERT_EQ(grown.ptr, p) << HostPool::last_error();
   EXPECT_GE(pool.usable_size(p), 700000u);
-  EXPECT_TRUE(intact(p, 100000, 4));
+  EXPECT_TRUE(intact(p, 200000, 4));
   HostPoolStats st = pool.stats();
   EXPECT_EQ(st.large_blocks, 1u);
   EXPECT_EQ(st.requested_bytes, 700000u);
@@ -79,16 +79,16 @@ TEST(HostReallocate, LargeBlockGrowsAndShrinksInItsArena) {
 
 TEST(HostReallocate, LargeBlockWithALiveNeighbourMoves) {
   HostPool pool(kTestConf);
-  void* p = pool.allocate(100000);
-  void* next = pool.allocate(100000);  // carved right after p
+  void* p = pool.allocate(200000);
+  void* next = pool.allocate(200000);  // carved right after p
   ASSERT_TRUE(p != nullptr && next != nullptr);
   ASSERT_GT(static_cast<char*>(next), static_cast<char*>(p));
-  ASSERT_LT(static_cast<char*>(next), static_cast<char*>(p) + 101000);
-  fill(p, 100000, 6);
+  ASSERT_LT(static_cast<char*>(next), static_cast<char*>(p) + 201000);
+  fill(p, 200000, 6);
   const HostAllocation moved = pool.reallocate(p, 400000);
   ASSERT_NE(moved, nullptr) << HostPool::last_error();
   EXPECT_NE(moved.ptr, p);
-  EXPECT_TRUE(intact(moved.ptr, 100000, 6));
+  EXPECT_TRUE(intact(moved.ptr, 200000, 6));
   EXPECT_EQ(pool.usable_size(p), 0u);
   EXPECT_EQ(pool.deallocate(next), Status::ok);
   EXPECT_EQ(pool.deallocate(moved.ptr), Status::ok);

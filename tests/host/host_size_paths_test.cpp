@@ -98,12 +98,12 @@ TEST(HostPool, LargeBlocksAreExactSizeNotPowerOfTwo) {
 
 TEST(HostPool, FreedLargeBlockIsReusedForTheSameSize) {
   HostPool pool(kTestConf);
-  void* a = pool.allocate(100000);
-  void* b = pool.allocate(100000);
+  void* a = pool.allocate(200000);
+  void* b = pool.allocate(200000);
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
   ASSERT_EQ(pool.deallocate(a), Status::ok);
-  void* c = pool.allocate(100000);
+  void* c = pool.allocate(200000);
   EXPECT_EQ(c, a);
   pool.deallocate(b);
   pool.deallocate(c);

@@ -142,7 +142,7 @@ TEST(RegistrationCache, FollowsTheHostPoolsPinnedPieces) {
     for (void* p : {large, huge}) ASSERT_TRUE(cache.locate(p).has_value());
     EXPECT_EQ(engine.bytes(), pinner_state().pinned());
     const uint64_t regs = cache.registrations();
-    EXPECT_EQ(pool.deallocate(pool.allocate(100000)), Status::ok);  // from pinned memory: nothing new
+    EXPECT_EQ(pool.deallocate(pool.allocate(200000)), Status::ok);  // from pinned memory: nothing new
     EXPECT_EQ(cache.registrations(), regs);
     EXPECT_EQ(pool.deallocate(huge), Status::ok);  // its mapping goes: deregistered first
     EXPECT_EQ(engine.bytes(), pinner_state().pinned());
