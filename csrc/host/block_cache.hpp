@@ -11,7 +11,7 @@
 // tcmalloc's per-CPU caches keep pointers the same way.
 //
 // Invariants (validate() checks each):
-// - A cached block is free for its user (the heap counted the free), its
+// - A cached block is free for its user (counted as cached, not live), its
 //   live bit is clear (so the owner's second free, usable_size() and the slow
 //   paths see a free block), and it is still counted in page->used and on
 //   no page list: a page never empties under a cached block. The pages'

@@ -35,7 +35,7 @@ void Engine::drain_cache(Heap* heap, uint32_t cls, uint32_t n) noexcept {
   Block* out[kCacheSlots];
   std::memcpy(out, slots, n * sizeof(Block*));
   std::memmove(slots, slots + n, (hot.cached() - n) * sizeof(Block*));
-  bump(hot.frees, n);  // before the count falls: live() never rises on the way
+  bump(hot.frees, n);  // a stats() meanwhile may see one change and not the other
   hot.set_cached(hot.cached() - n);
   // Every block onto its page's list first, while every page is still this
   // heap's; then each page once, in address order, where a page may leave

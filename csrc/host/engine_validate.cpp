@@ -192,7 +192,7 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
           .add_dec(kClassSize[c])
           .add(": live blocks in pages (")
           .add_dec(static_cast<uint64_t>(page_live[c]))
-          .add(") != allocations - frees (")
+          .add(") != the heaps' and shared lists' live count (")
           .add_dec(static_cast<uint64_t>(live[c]))
           .add(") + cached (")
           .add_dec(static_cast<uint64_t>(cached[c]))

@@ -82,7 +82,7 @@ inline bool is_small_class(uint32_t cls) noexcept { return cls < kNumSmallClasse
 namespace detail {
 // For each alignment from 32 to kMaxClassAlignment (shift 5 to 12), the
 // smallest class whose blocks are multiples of it, by size / alignment (the
-// size rounded up to the alignment), one table after the other: 4 KiB in
+// size rounded up to the alignment), one table after the other: 8 KiB in
 // all, so that aligned_alloc's class costs one load, not a loop over classes
 // with a branch per class.
 inline constexpr unsigned kFirstAlignShift = 5, kLastAlignShift = 12;

@@ -98,11 +98,13 @@ void* reallocate(void* block, size_t size, const char* call) noexcept {
   HostPool* p = existing_pool();
   if (p == nullptr) report_bad_free(call, block);
   // The pool keeps a block that still fits and remaps a big one (as glibc
-  // does with mremap) instead of copying it.
-  const HostAllocation a = p->reallocate(block, size);
-  if (a.ptr != nullptr) return a.ptr;
-  if (a.status == Status::not_live) report_bad_free(call, block);
-  allocation_failed(p, a.status);
+  // does with mremap) instead of copying it. The engine, as for the other
+  // calls: the face's blocks are never recorded in a history.
+  void* moved = engine().reallocate(block, size);
+  if (moved != nullptr) return moved;
+  const Status why = host::thread_last_status();
+  if (why == Status::not_live) report_bad_free(call, block);
+  allocation_failed(p, why);
   return nullptr;  // the old block stays valid
 }
 

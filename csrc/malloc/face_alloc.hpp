@@ -1,7 +1,8 @@
 // unipool malloc face: the operations behind the C and C++ entry points.
 //
 // Both malloc_api.cpp and operator_new.cpp include this, so each entry point
-// compiles to a direct call into the pool. Conventions (glibc's):
+// compiles to the engine's inlined fast path, and a call out of line for
+// everything else. Conventions (glibc's):
 //   - size 0 gets a unique block of the smallest size, as malloc(1);
 //   - failure returns nullptr with errno = ENOMEM (EINVAL for a bad
 //     alignment, where POSIX says so);

@@ -90,7 +90,6 @@ TEST(HostConfig, ErrorsNameTheKey) {
   expect_error("limit=99999999999999999999999", "limit");
 }
 
-// A key given twice is a mistake (which one was meant?), not "the last wins".
 // middle_max=0 (the default) is the policy's: blocks to 128 KiB come from
 // thread pages under performance, to 32 KiB under the memory-lean policies.
 TEST(HostConfig, MiddleMaxDefaultsByPolicy) {
@@ -117,6 +116,7 @@ TEST(HostConfig, MiddleMaxDefaultsByPolicy) {
   }
 }
 
+// A key given twice is a mistake (which one was meant?), not "the last wins".
 TEST(HostConfig, DuplicateKeyIsRefused) {
   expect_error("limit=1GiB,limit=2GiB", "'limit' is given twice");
   expect_error("pinned=off, thread_cache=size ,pinned=off", "'pinned' is given twice");

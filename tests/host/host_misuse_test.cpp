@@ -87,7 +87,7 @@ TEST_P(HostMisuse, InteriorPointerIsRefused) {
 
 INSTANTIATE_TEST_SUITE_P(Paths, HostMisuse,
                          ::testing::Values(size_t{16}, size_t{200}, size_t{4000}, size_t{30000}, size_t{100000},
-                                           size_t{9} << 20));
+                                           size_t{200000}, size_t{9} << 20));
 
 // The live bits sit one per 16-byte granule of a segment, found from a
 // block's address: over three pages of a class, alternate blocks freed are

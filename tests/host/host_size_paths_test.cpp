@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "host/size_classes.hpp"
@@ -57,15 +58,15 @@ TEST_P(HostSizePath, AllocatesDistinctUsableBlocksAndReturnsEveryByte) {
 
 INSTANTIATE_TEST_SUITE_P(Paths, HostSizePath,
                          ::testing::Values(Case{"tiny", 1}, Case{"small16", 16}, Case{"small100", 100},
-                                           Case{"small1024", 1024}, Case{"middle1025", 1025},
-                                           Case{"middle8000", 8000}, Case{"middle32k", 32 << 10},
-                                           Case{"large32k1", (32 << 10) + 1}, Case{"large300k", 300000},
+                                           Case{"small1024", 1024}, Case{"middle1025", 1025}, Case{"middle8000", 8000},
+                                           Case{"middle32k1", (32 << 10) + 1}, Case{"middle128k", 128 << 10},
+                                           Case{"large128k1", (128 << 10) + 1}, Case{"large300k", 300000},
                                            Case{"large3M", 3 << 20}, Case{"huge9M", 9 << 20}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(HostPool, SmallAndMiddleBlocksUseSizeClassesWithBoundedWaste) {
   HostPool pool(kTestConf);
-  for (size_t size = 1; size <= (32 << 10); size += (size < 8192 ? 1 : 97)) {
+  for (size_t size = 1; size <= (128 << 10); size += (size < 8192 ? 1 : 97)) {
     void* p = pool.allocate(size);
     ASSERT_NE(p, nullptr);
     const size_t usable = pool.usable_size(p);
@@ -79,6 +80,25 @@ TEST(HostPool, SmallAndMiddleBlocksUseSizeClassesWithBoundedWaste) {
     ASSERT_EQ(pool.deallocate(p), Status::ok);
   }
   EXPECT_VALID(pool);
+}
+
+// middle_max is the last size of the middle path, under its default (128 KiB
+// under performance, 32 KiB under size) and set by hand.
+TEST(HostPool, TheMiddlePathEndsAtMiddleMax) {
+  for (const auto& [extra, last] : {std::pair{"", size_t{128} << 10}, std::pair{"thread_cache=size", size_t{32} << 10},
+                                    std::pair{"middle_max=64KiB", size_t{64} << 10}}) {
+    HostPool pool(conf(extra));
+    void* middle = pool.allocate(last);
+    void* large = pool.allocate(last + 1);
+    ASSERT_TRUE(middle != nullptr && large != nullptr) << extra;
+    const HostPoolStats st = pool.stats();
+    EXPECT_EQ(st.middle_blocks, 1u) << extra;
+    EXPECT_EQ(st.large_blocks, 1u) << extra;
+    EXPECT_EQ(pool.usable_size(middle), last) << extra;  // the largest class is middle_max itself
+    EXPECT_EQ(pool.deallocate(middle), Status::ok);
+    EXPECT_EQ(pool.deallocate(large), Status::ok);
+    EXPECT_VALID(pool);
+  }
 }
 
 TEST(HostPool, LargeBlocksAreExactSizeNotPowerOfTwo) {
