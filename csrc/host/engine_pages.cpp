@@ -258,6 +258,12 @@ Segment* Engine::new_segment(uint8_t kind) noexcept {
     const uint32_t index = g.index;
     arenas_[index].set_slot(r.offset, kSlotSegment);
     seg = reinterpret_cast<Segment*>(arenas_[index].base() + r.offset);
+    // Before the header's first touch below. A segment reused from the cache
+    // keeps the advice it had (or not).
+    if (kind == 0 && config_.huge_pages == HostHugePages::automatic && index == 0 &&
+        r.offset >= kHostAutoThpSmallAfter) {
+      backend::os::advise_huge_pages(seg, kSegmentSize);
+    }
     seg->range_offset = r.offset;
     seg->range_handle = r.handle;
     seg->arena = index;

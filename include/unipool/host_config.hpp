@@ -51,12 +51,17 @@ enum class HostHugePages : uint8_t {
   thp,      // madvise(MADV_HUGEPAGE) on the arenas ("on" is accepted for it)
   hugetlb,  // MAP_HUGETLB pages; falls back to normal pages, counted in stats
   // "auto": thp for each arena's memory past its first kHostAutoThpAfter
-  // bytes. A huge page is backed whole at its first touch, so a small pool
-  // would pay a few MiB it does not use; a large one saves the page walks of
-  // a working set the TLB cannot map in 4 KiB pages.
+  // bytes, and for each segment of small blocks (<= 1 KiB) that starts past
+  // the first kHostAutoThpSmallAfter bytes of arena 0. A huge page is backed
+  // whole at its first touch, so a small pool would pay a few MiB it does
+  // not use; a large one saves the page walks of a working set the TLB
+  // cannot map in 4 KiB pages. Small blocks fill their 64 KiB pages densely
+  // and a set of them is where page walks cost most, so their segments get
+  // huge pages sooner (docs/host_pool.md, Configuration).
   automatic,
 };
 inline constexpr uint64_t kHostAutoThpAfter = uint64_t{128} << 20;
+inline constexpr uint64_t kHostAutoThpSmallAfter = uint64_t{16} << 20;
 
 struct HostPoolConfig {
   HostPinned pinned = HostPinned::off;

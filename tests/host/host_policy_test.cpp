@@ -214,6 +214,44 @@ TEST(HostPolicy, AutoHugePagesAdviseAnArenaPastItsFirst128MiB) {
   for (void* p : blocks) ASSERT_EQ(off.deallocate(p), Status::ok);
 }
 
+// Fills `pool` with 1 KiB blocks (a small class) until one lies `past`
+// bytes beyond the first block's segment; returns them, the first first.
+std::vector<void*> small_blocks_past(HostPool& pool, uintptr_t past) {
+  std::vector<void*> blocks{pool.allocate(1024)};
+  const uintptr_t base = reinterpret_cast<uintptr_t>(blocks[0]) & ~uintptr_t{(4 << 20) - 1};
+  while (reinterpret_cast<uintptr_t>(blocks.back()) - base < past) {
+    blocks.push_back(pool.allocate(1024));
+    if (blocks.back() == nullptr) break;
+  }
+  return blocks;
+}
+
+// huge_pages=auto also advises the segments of small blocks that start past
+// the first 16 MiB of arena 0; not the first ones, not segments of middle
+// blocks, and nothing with huge_pages=off.
+TEST(HostPolicy, AutoHugePagesAdviseSmallSegmentsPastTheFirst16MiB) {
+  if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) GTEST_SKIP() << "no THP in this kernel";
+  for (const char* conf : {"reserve=1GiB", "reserve=1GiB,huge_pages=off"}) {
+    SCOPED_TRACE(conf);
+    HostPool pool(conf);
+    const bool advised = pool.config().huge_pages == HostHugePages::automatic;
+    std::vector<void*> blocks = small_blocks_past(pool, kHostAutoThpSmallAfter + (1 << 20));
+    ASSERT_NE(blocks.back(), nullptr) << HostPool::last_error();
+    const auto base = reinterpret_cast<uintptr_t>(blocks[0]) & ~uintptr_t{(4 << 20) - 1};
+    ASSERT_GE(reinterpret_cast<uintptr_t>(blocks.back()) - base, kHostAutoThpSmallAfter);
+    EXPECT_EQ(vm_flags_of(blocks[0]).find(" hg "), std::string::npos) << vm_flags_of(blocks[0]);
+    EXPECT_EQ(vm_flags_of(blocks.back()).find(" hg ") != std::string::npos, advised) << vm_flags_of(blocks.back());
+    // A segment of middle blocks after them: past the mark too, 4 KiB pages.
+    void* middle = pool.allocate(8192);
+    ASSERT_NE(middle, nullptr);
+    EXPECT_GE(reinterpret_cast<uintptr_t>(middle) - base, kHostAutoThpSmallAfter);
+    EXPECT_EQ(vm_flags_of(middle).find(" hg "), std::string::npos) << vm_flags_of(middle);
+    for (void* p : blocks) ASSERT_EQ(pool.deallocate(p), Status::ok);
+    ASSERT_EQ(pool.deallocate(middle), Status::ok);
+    EXPECT_VALID(pool);
+  }
+}
+
 TEST(HostPolicy, HugetlbFallsBackToNormalPagesAndCountsIt) {
   HostPool pool(conf("huge_pages=hugetlb"));
   void* p = pool.allocate(100);

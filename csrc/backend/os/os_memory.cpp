@@ -74,7 +74,7 @@ CommitResult commit(void* p, uint64_t bytes, const CommitOptions& options) noexc
   if (options.huge_pages == HugePages::thp && !done) {
     madvise(p, bytes, MADV_HUGEPAGE);
   } else if (options.huge_pages == HugePages::off && options.thp_from < bytes) {
-    madvise(static_cast<char*>(p) + options.thp_from, bytes - options.thp_from, MADV_HUGEPAGE);
+    advise_huge_pages(static_cast<char*>(p) + options.thp_from, bytes - options.thp_from);
   }
   if (options.numa_node >= 0) {
     // A fresh hugetlb mapping lost the reservation's policy: bind again.
@@ -92,6 +92,8 @@ CommitResult commit(void* p, uint64_t bytes, const CommitOptions& options) noexc
 bool decommit(void* p, uint64_t bytes) noexcept {
   return madvise(p, bytes, MADV_DONTNEED) == 0;
 }
+
+bool advise_huge_pages(void* p, uint64_t bytes) noexcept { return madvise(p, bytes, MADV_HUGEPAGE) == 0; }
 
 bool uncommit(void* p, uint64_t bytes) noexcept {
   return mmap(p, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != MAP_FAILED;

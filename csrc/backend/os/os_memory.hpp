@@ -53,6 +53,10 @@ CommitResult commit(void* p, uint64_t bytes, const CommitOptions& options) noexc
 // Gives the physical pages of [p, p + bytes) back; the range stays usable
 // (it reads as zeros and faults pages in again).
 bool decommit(void* p, uint64_t bytes) noexcept;
+
+// Asks for transparent huge pages over [p, p + bytes) from its next first
+// touch on (madvise MADV_HUGEPAGE); pages already touched stay as they are.
+bool advise_huge_pages(void* p, uint64_t bytes) noexcept;
 // Turns a committed range back into reserved address space (PROT_NONE, no
 // pages), whatever pages backed it.
 bool uncommit(void* p, uint64_t bytes) noexcept;
