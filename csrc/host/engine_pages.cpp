@@ -246,6 +246,7 @@ Segment* Engine::new_segment(uint8_t kind) noexcept {
     seg = cached_segments_;
     unlink_free(&cached_segments_, seg);
     --cached_segment_count_;
+    advise_segment(seg, kind == 0);
   } else {
     // Segments go to arena 0 first, where the fast free path looks.
     ArenaGrant g;
@@ -258,12 +259,11 @@ Segment* Engine::new_segment(uint8_t kind) noexcept {
     const uint32_t index = g.index;
     arenas_[index].set_slot(r.offset, kSlotSegment);
     seg = reinterpret_cast<Segment*>(arenas_[index].base() + r.offset);
-    // Before the header's first touch below. A segment reused from the cache
-    // keeps the advice it had (or not).
-    if (kind == 0 && config_.huge_pages == HostHugePages::automatic && index == 0 &&
-        r.offset >= kHostAutoThpSmallAfter) {
-      backend::os::advise_huge_pages(seg, kSegmentSize);
-    }
+    // Before the first write to it: a page touched before the advice stays
+    // a 4 KiB page, and so does the rest of its 2 MiB.
+    const bool huge = wants_huge_pages(index, r.offset, kind == 0);
+    if (huge) backend::os::advise_huge_pages(seg, kSegmentSize);
+    seg->huge_advised = huge;
     seg->range_offset = r.offset;
     seg->range_handle = r.handle;
     seg->arena = index;
@@ -295,7 +295,32 @@ Segment* Engine::new_segment(uint8_t kind) noexcept {
   return seg;
 }
 
+// huge_pages=auto's rule for segments of small blocks (host_config.hpp,
+// kHostAutoThpSmallAfter: their 64 KiB pages fill densely, and page walks
+// cost small blocks most). Advised while the segment holds small blocks,
+// past that mark and below the arena-wide one (whose advice came at
+// commit), on memory neither pinned nor touched at commit: the advice
+// reaches only pages not yet touched, and pinned ones never become huge.
+bool Engine::wants_huge_pages(uint32_t arena, uint64_t offset, bool small) const noexcept {
+  return small && config_.huge_pages == HostHugePages::automatic && arena == 0 && offset >= kHostAutoThpSmallAfter &&
+         offset < kHostAutoThpAfter && config_.pinned == HostPinned::off && !arena_settings_.commit.first_touch;
+}
+
+// The advice follows a cached segment that changes kind, and goes when the
+// range returns to the arena, so large blocks never inherit it.
+void Engine::advise_segment(Segment* seg, bool small) noexcept {
+  const bool want = wants_huge_pages(seg->arena, seg->range_offset, small);
+  if (want == seg->huge_advised) return;
+  if (want) {
+    backend::os::advise_huge_pages(seg, kSegmentSize);
+  } else {
+    backend::os::advise_no_huge_pages(seg, kSegmentSize);
+  }
+  seg->huge_advised = want;
+}
+
 void Engine::release_segment(Segment* seg) noexcept {
+  advise_segment(seg, false);
   if (seg->all_prev) seg->all_prev->all_next = seg->all_next;
   else all_segments_ = seg->all_next;
   if (seg->all_next) seg->all_next->all_prev = seg->all_prev;

@@ -227,6 +227,7 @@ struct Segment {
   Segment* all_next;          // the engine's list of every segment it holds
   Segment* all_prev;
   bool in_free_list;
+  bool huge_advised;  // huge_pages=auto advised it (Engine::advise_segment)
   alignas(64) PageTag tags[kMaxPagesPerSegment];
   Page pages[kMaxPagesPerSegment];
 

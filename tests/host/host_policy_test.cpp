@@ -227,11 +227,12 @@ std::vector<void*> small_blocks_past(HostPool& pool, uintptr_t past) {
 }
 
 // huge_pages=auto also advises the segments of small blocks that start past
-// the first 16 MiB of arena 0; not the first ones, not segments of middle
-// blocks, and nothing with huge_pages=off.
+// the first 16 MiB of arena 0; not the ones before, not segments of middle
+// blocks, and nothing with huge_pages=off. A segment that goes back to the
+// arena (at once under thread_cache=size) takes its advice with it.
 TEST(HostPolicy, AutoHugePagesAdviseSmallSegmentsPastTheFirst16MiB) {
   if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) GTEST_SKIP() << "no THP in this kernel";
-  for (const char* conf : {"reserve=1GiB", "reserve=1GiB,huge_pages=off"}) {
+  for (const char* conf : {"reserve=1GiB", "reserve=1GiB,thread_cache=size", "reserve=1GiB,huge_pages=off"}) {
     SCOPED_TRACE(conf);
     HostPool pool(conf);
     const bool advised = pool.config().huge_pages == HostHugePages::automatic;
@@ -239,8 +240,11 @@ TEST(HostPolicy, AutoHugePagesAdviseSmallSegmentsPastTheFirst16MiB) {
     ASSERT_NE(blocks.back(), nullptr) << HostPool::last_error();
     const auto base = reinterpret_cast<uintptr_t>(blocks[0]) & ~uintptr_t{(4 << 20) - 1};
     ASSERT_GE(reinterpret_cast<uintptr_t>(blocks.back()) - base, kHostAutoThpSmallAfter);
+    const auto* before_mark = reinterpret_cast<const char*>(base + kHostAutoThpSmallAfter - (1 << 20));
+    const auto* past_mark = reinterpret_cast<const char*>(base + kHostAutoThpSmallAfter + (1 << 20));
     EXPECT_EQ(vm_flags_of(blocks[0]).find(" hg "), std::string::npos) << vm_flags_of(blocks[0]);
-    EXPECT_EQ(vm_flags_of(blocks.back()).find(" hg ") != std::string::npos, advised) << vm_flags_of(blocks.back());
+    EXPECT_EQ(vm_flags_of(before_mark).find(" hg "), std::string::npos) << vm_flags_of(before_mark);
+    EXPECT_EQ(vm_flags_of(past_mark).find(" hg ") != std::string::npos, advised) << vm_flags_of(past_mark);
     // A segment of middle blocks after them: past the mark too, 4 KiB pages.
     void* middle = pool.allocate(8192);
     ASSERT_NE(middle, nullptr);
@@ -248,6 +252,10 @@ TEST(HostPolicy, AutoHugePagesAdviseSmallSegmentsPastTheFirst16MiB) {
     EXPECT_EQ(vm_flags_of(middle).find(" hg "), std::string::npos) << vm_flags_of(middle);
     for (void* p : blocks) ASSERT_EQ(pool.deallocate(p), Status::ok);
     ASSERT_EQ(pool.deallocate(middle), Status::ok);
+    pool.flush_thread_cache();
+    if (pool.config().thread_cache == HostThreadCache::size) {
+      EXPECT_EQ(vm_flags_of(past_mark).find(" hg "), std::string::npos) << vm_flags_of(past_mark);
+    }
     EXPECT_VALID(pool);
   }
 }

@@ -72,7 +72,7 @@ CommitResult commit(void* p, uint64_t bytes, const CommitOptions& options) noexc
   if (!done && mprotect(p, bytes, PROT_READ | PROT_WRITE) != 0) return failure("mprotect");
   // Advice only: a kernel without THP says EINVAL, and the pool still works.
   if (options.huge_pages == HugePages::thp && !done) {
-    madvise(p, bytes, MADV_HUGEPAGE);
+    advise_huge_pages(p, bytes);
   } else if (options.huge_pages == HugePages::off && options.thp_from < bytes) {
     advise_huge_pages(static_cast<char*>(p) + options.thp_from, bytes - options.thp_from);
   }
@@ -94,6 +94,7 @@ bool decommit(void* p, uint64_t bytes) noexcept {
 }
 
 bool advise_huge_pages(void* p, uint64_t bytes) noexcept { return madvise(p, bytes, MADV_HUGEPAGE) == 0; }
+bool advise_no_huge_pages(void* p, uint64_t bytes) noexcept { return madvise(p, bytes, MADV_NOHUGEPAGE) == 0; }
 
 bool uncommit(void* p, uint64_t bytes) noexcept {
   return mmap(p, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != MAP_FAILED;

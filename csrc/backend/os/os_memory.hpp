@@ -56,7 +56,10 @@ bool decommit(void* p, uint64_t bytes) noexcept;
 
 // Asks for transparent huge pages over [p, p + bytes) from its next first
 // touch on (madvise MADV_HUGEPAGE); pages already touched stay as they are.
+// advise_no_huge_pages takes that back (MADV_NOHUGEPAGE).
 bool advise_huge_pages(void* p, uint64_t bytes) noexcept;
+bool advise_no_huge_pages(void* p, uint64_t bytes) noexcept;
+
 // Turns a committed range back into reserved address space (PROT_NONE, no
 // pages), whatever pages backed it.
 bool uncommit(void* p, uint64_t bytes) noexcept;
