@@ -54,8 +54,8 @@ class UNIPOOL_CAPABILITY("mutex") FutexMutex {
  public:
   void lock() noexcept UNIPOOL_ACQUIRE() {
     // Held already in a process of one thread: a signal handler that came
-    // back in. The locked path then waits (as before), rather than run the
-    // range allocator inside the section it interrupted.
+    // back in. It takes the locked path and waits for the lock, rather than
+    // run the range allocator inside the section it interrupted.
     if (single_threaded() && state_.load(std::memory_order_relaxed) == 0) {
       state_.store(1, std::memory_order_relaxed);
       std::atomic_signal_fence(std::memory_order_seq_cst);  // the section's accesses stay after it

@@ -50,19 +50,15 @@ void* checked(HostPool* p, void* block) noexcept {
 }
 }  // namespace
 
-void* allocate_slow(size_t size) noexcept {
+// What the inlined fast path did not serve. The engine's fast path already
+// failed for this request, so it goes to the engine's slow path directly.
+// An alignment's padding counts against the bootstrap arena's share.
+void* allocate_slow(size_t size, size_t alignment) noexcept {
   if (size == 0) size = 1;
-  HostPool* p = pool(size);
-  if (p == nullptr) return bootstrap_allocate(size, kNaturalAlignment);
-  return checked(p, engine().allocate(size));
-}
-
-void* allocate_aligned_slow(size_t alignment, size_t size) noexcept {
-  if (size == 0) size = 1;
-  // The alignment's padding counts against the bootstrap arena's share.
-  HostPool* p = pool(size < SIZE_MAX - alignment ? size + alignment : SIZE_MAX);
+  const size_t pad = alignment > kNaturalAlignment ? alignment : 0;
+  HostPool* p = pool(size < SIZE_MAX - pad ? size + pad : SIZE_MAX);
   if (p == nullptr) return bootstrap_allocate(size, alignment);
-  return checked(p, engine().allocate_aligned(size, alignment));
+  return checked(p, engine().allocate_slow(size, pad != 0 ? alignment : 0));
 }
 
 void* allocate_zeroed(size_t size) noexcept {
@@ -78,7 +74,8 @@ void* allocate_zeroed(size_t size) noexcept {
 
 void release_slow(void* block, const char* call) noexcept {
   if (block == nullptr || BootstrapArena::contains(block)) return;  // bootstrap blocks are never reused
-  if (existing_pool() != nullptr && engine().free(block) == Status::ok) return;
+  // free_owned() already said no: the engine's slow free judges the rest.
+  if (existing_pool() != nullptr && engine().free_slow(block) == Status::ok) return;
   report_bad_free(call, block);
 }
 

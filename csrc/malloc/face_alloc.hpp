@@ -38,15 +38,14 @@ inline host::Engine& engine() noexcept { return *g_engine.load(std::memory_order
 // those cases fail the fast path and go out of line. The face's blocks are
 // never recorded in a history (host_pool.hpp), so it calls the engine, not
 // HostPool.
-void* allocate_slow(size_t size) noexcept;
-void* allocate_aligned_slow(size_t alignment, size_t size) noexcept;
+void* allocate_slow(size_t size, size_t alignment) noexcept;
 void release_slow(void* block, const char* call) noexcept;
 
 inline void* allocate(size_t size) noexcept {
   if (host::Engine* e = g_engine.load(std::memory_order_acquire); UNIPOOL_LIKELY(e != nullptr)) {
     if (void* block = e->allocate_fast(size); UNIPOOL_LIKELY(block != nullptr)) return block;
   }
-  return allocate_slow(size);
+  return allocate_slow(size, kNaturalAlignment);
 }
 
 // alignment: a power of two (callers check).
@@ -55,7 +54,7 @@ inline void* allocate_aligned(size_t alignment, size_t size) noexcept {
   if (host::Engine* e = g_engine.load(std::memory_order_acquire); UNIPOOL_LIKELY(e != nullptr)) {
     if (void* block = e->allocate_aligned_fast(size, alignment); UNIPOOL_LIKELY(block != nullptr)) return block;
   }
-  return allocate_aligned_slow(alignment, size);
+  return allocate_slow(size, alignment);
 }
 
 // calloc: the pool clears only memory that may hold old data.
