@@ -74,6 +74,7 @@ Engine::Engine(const HostPoolConfig& config) : config_(config) {
   secret_ = make_secret(this);
   hardened_ = config_.hardened;
   middle_max_ = config_.middle_max_or_default();
+  while (middle_classes_ < kNumClasses && kClassSize[middle_classes_] <= middle_max_) ++middle_classes_;
   huge_threshold_ = config_.huge_threshold;
   switch (config_.thread_cache) {
     case HostThreadCache::unlimited:
@@ -243,7 +244,7 @@ void* Engine::allocate_slow_once(size_t size, size_t alignment, bool* fresh) noe
   maybe_collect_deferred();
   if (size <= middle_max_ && alignment <= kMaxClassAlignment) {
     const uint32_t cls = alignment != 0 ? aligned_class(size, alignment) : class_of(size);
-    if (cls < kNumClasses && kClassSize[cls] <= middle_max_) {
+    if (cls < middle_classes_) {
       if (Heap* heap = heap_for_thread()) {
         const uint32_t cached = heap->hot[cls].cached();
         if (cached != 0) return take_cached(heap->hot[cls], cached);

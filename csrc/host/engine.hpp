@@ -116,7 +116,7 @@ class Engine {
   inline void* allocate_as(size_t size) noexcept;
   void* allocate_hardened(size_t size) noexcept;
   inline void* allocate_aligned(size_t size, size_t alignment) noexcept;
-  inline void* allocate_aligned_fast(size_t size, size_t alignment) noexcept;  // alignment > 16
+  inline void* allocate_aligned_fast(size_t size, size_t alignment) noexcept;  // a power of two > 16
   inline Status free(void* p) noexcept;
   // This thread's free of its own live block: true when done; false, with
   // nothing done, for any other pointer (nullptr too), which free() judges.
@@ -347,6 +347,7 @@ class Engine {
 
   // ---- read by the fast paths: one cache line ----
   alignas(64) uint64_t middle_max_ = 0;
+  uint32_t middle_classes_ = 0;         // classes of at most middle_max_: [0, middle_classes_)
   uint64_t generation_ = ~uint64_t{0};  // heaps are used iff slot_ != 0
   uint32_t slot_ = 0;                   // heap slot: 0 when thread caches are off
   bool hardened_ = false;               // config_.hardened, here for the fast paths' line

@@ -14,6 +14,7 @@
 //   free_slow().
 #pragma once
 
+#include "core/assert.hpp"
 #include "host/engine.hpp"
 #include "host/free_link.hpp"
 
@@ -74,19 +75,24 @@ inline void* Engine::allocate_fast(size_t size) noexcept {
 }
 
 inline void* Engine::allocate_aligned_fast(size_t size, size_t alignment) noexcept {
-  if (UNIPOOL_LIKELY(alignment <= kMaxClassAlignment && size - 1 < middle_max_ && (alignment & (alignment - 1)) == 0)) {
-    const uint32_t cls = aligned_class(size, alignment);
-    if (cls < kNumClasses && kClassSize[cls] <= middle_max_) return pop_fast(cls);
+  UNIPOOL_ASSERT(alignment > 16 && (alignment & (alignment - 1)) == 0, "a power of two above 16");
+  // size <= middle_max_ <= kMiddleLimit: the table's case. A class it finds
+  // past middle_max_ (or none: kNumClasses) fails the second test.
+  if (UNIPOOL_LIKELY(alignment <= kMaxClassAlignment && size - 1 < middle_max_)) {
+    const uint32_t cls = aligned_class_checked(size, alignment);
+    if (UNIPOOL_LIKELY(cls < middle_classes_)) return pop_fast(cls);
   }
   return nullptr;
 }
 
 inline void* Engine::allocate_aligned(size_t size, size_t alignment) noexcept {
-  // 0 and the powers of two up to 16 are the default alignment. The power of
-  // two test keeps 3, 6, 12, ... out of that shortcut: they go on to
-  // allocate_slow, which refuses every non-power of two (bad_alignment).
-  if (alignment <= 16 && (alignment & (alignment - 1)) == 0) return allocate(size);
-  if (void* p = allocate_aligned_fast(size, alignment)) return p;
+  // 0 and the powers of two up to 16 are the default alignment. 3, 6, 12,
+  // ... go to allocate_slow, which refuses every non-power of two
+  // (bad_alignment).
+  if ((alignment & (alignment - 1)) == 0) {
+    if (alignment <= 16) return allocate(size);
+    if (void* p = allocate_aligned_fast(size, alignment)) return p;
+  }
   return allocate_slow(size, alignment);
 }
 

@@ -65,6 +65,7 @@ inline constexpr auto kClassReciprocal = detail::make_reciprocals();
 
 static_assert(kClassSize[kNumSmallClasses - 1] == kSmallMax);
 static_assert(kClassSize[kNumClasses - 1] == kMiddleLimit);
+static_assert(kMiddleLimit % kMaxClassAlignment == 0);  // aligned_class_checked()
 // Every block starts on a 16-byte granule: its live bit (layout.hpp) is its
 // first granule's.
 static_assert([] {
@@ -117,6 +118,15 @@ inline uint32_t aligned_class(uint64_t size, uint64_t alignment) noexcept {
   const auto shift = static_cast<unsigned>(__builtin_ctzll(alignment));
   if (shift < detail::kFirstAlignShift) return class_of(rounded);  // every class is a multiple of 16
   return kAlignedClassOf[detail::kAlignedTableStart[shift] + (rounded >> shift)];
+}
+
+// aligned_class() where the caller knows size is in [1, kMiddleLimit] and
+// alignment a power of two in [32, kMaxClassAlignment] (the fast path's
+// case): no test left but the table's load. The size rounded up stays
+// within kMiddleLimit, a multiple of every alignment served.
+inline uint32_t aligned_class_checked(uint64_t size, uint64_t alignment) noexcept {
+  const auto shift = static_cast<unsigned>(__builtin_ctzll(alignment));
+  return kAlignedClassOf[detail::kAlignedTableStart[shift] + (align_up(size, alignment) >> shift)];
 }
 
 }  // namespace unipool::host

@@ -101,6 +101,26 @@ TEST(HostPool, TheMiddlePathEndsAtMiddleMax) {
   }
 }
 
+// An aligned request whose class lies past middle_max is a large block,
+// also when middle_max falls between two classes (40000: 32 KiB is the
+// last class under it, 40 KiB the next).
+TEST(HostPool, AnAlignedClassPastMiddleMaxIsALargeBlock) {
+  for (const char* extra : {"middle_max=40000", "thread_cache=size"}) {
+    HostPool pool(conf(extra));
+    void* middle = pool.allocate(size_t{32} << 10, 4096);
+    void* large = pool.allocate((size_t{32} << 10) + 1, 64);
+    ASSERT_TRUE(middle != nullptr && large != nullptr) << extra;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(middle) % 4096, 0u) << extra;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(large) % 64, 0u) << extra;
+    const HostPoolStats st = pool.stats();
+    EXPECT_EQ(st.middle_blocks, 1u) << extra;
+    EXPECT_EQ(st.large_blocks, 1u) << extra;
+    EXPECT_EQ(pool.deallocate(middle), Status::ok);
+    EXPECT_EQ(pool.deallocate(large), Status::ok);
+    EXPECT_VALID(pool);
+  }
+}
+
 TEST(HostPool, LargeBlocksAreExactSizeNotPowerOfTwo) {
   HostPool pool(kTestConf);
   const size_t size = (1 << 20) + 1;  // PyTorch's pinned allocator would reserve 2 MiB
@@ -322,6 +342,9 @@ TEST(HostSizeClasses, AlignedClassIsTheSmallestClassOfThatAlignment) {
       uint32_t expect = 0;
       while (expect < kNumClasses && (kClassSize[expect] < size || kClassSize[expect] % alignment != 0)) ++expect;
       ASSERT_EQ(aligned_class(size, alignment), expect) << "size " << size << " alignment " << alignment;
+      if (alignment > 16 && size <= kMiddleLimit) {
+        ASSERT_EQ(aligned_class_checked(size, alignment), expect) << "size " << size << " alignment " << alignment;
+      }
     }
   }
 }
