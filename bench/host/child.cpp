@@ -1,6 +1,7 @@
 #include "child.hpp"
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -34,6 +35,29 @@ uint64_t resident_bytes() {
 double cpu_seconds(const rusage& u) {
   auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
   return s(u.ru_utime) + s(u.ru_stime);
+}
+
+// Thread t runs on the t-th CPU this process may use (modulo their count),
+// so that every allocator gets the same placement: left to the scheduler,
+// 4 threads on 2 CPUs put a producer and its consumer on one CPU in some
+// runs and on two in others, and producer_consumer's throughput moved 3x
+// between runs of the same allocator. false when the CPU set cannot be
+// read or set (the thread then runs where the scheduler puts it).
+bool pin_to_cpu(unsigned t) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
+  const int count = CPU_COUNT(&allowed);
+  if (count == 0) return false;
+  int skip = static_cast<int>(t % static_cast<unsigned>(count));
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed) || skip-- > 0) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof(one), &one) == 0;
+  }
+  return false;
 }
 
 struct Worker {
@@ -80,6 +104,9 @@ int run_child(const ChildArgs& args) {
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < n; ++t) {
     threads.emplace_back([&, t] {
+      if (args.pin && !pin_to_cpu(t)) {
+        std::fprintf(stderr, "host_bench: thread %u left unpinned (sched_setaffinity failed)\n", t);
+      }
       auto work = make_thread_work(args.workload, args.quick, t, n);
       Meter meter(info->sample_period, board, t);
       ready.arrive_and_wait();

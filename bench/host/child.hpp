@@ -11,6 +11,7 @@ struct ChildArgs {
   unsigned threads = 1;
   bool quick = false;
   std::string expect_symbol;  // dies unless the preloaded allocator defines it
+  bool pin = true;            // thread t on the t-th CPU the process may use
 };
 
 // Runs the workload and prints one JSON line (a CellResult) on stdout.

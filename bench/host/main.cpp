@@ -52,7 +52,7 @@ std::vector<Peer> select_peers(const std::vector<std::string>& names, const std:
 
 int main(int argc, char** argv) {
   CLI::App app{"unipool host allocator benchmark"};
-  bool child = false, quick = false;
+  bool child = false, quick = false, no_pin = false;
   std::string json_path, workload, expect_symbol;
   std::vector<std::string> workloads, allocators, libs;
   std::vector<unsigned> threads = {1, 2, 4};
@@ -69,12 +69,14 @@ int main(int argc, char** argv) {
                  "NAME=PATH: the library to preload for an allocator; unipool@TAG=PATH adds a peer for another build");
   app.add_option("--repeat", repeat, "runs per cell, the median is kept (default 3, 1 with --quick)");
   app.add_option("--timeout", timeout_s, "seconds before a cell's process is killed");
+  app.add_flag("--no-pin", no_pin,
+               "leave the worker threads where the scheduler puts them (default: thread t on the t-th CPU)");
   app.add_flag("--child", child, "internal: measure one cell in this process");
   app.add_option("--workload", workload, "internal: the child's workload");
   app.add_option("--expect-symbol", expect_symbol, "internal: symbol the preloaded allocator defines");
   CLI11_PARSE(app, argc, argv);
 
-  if (child) return run_child({workload, threads.empty() ? 1u : threads.front(), quick, expect_symbol});
+  if (child) return run_child({workload, threads.empty() ? 1u : threads.front(), quick, expect_symbol, !no_pin});
 
   std::map<std::string, std::string> lib_paths;
   for (const auto& l : libs) {
@@ -102,8 +104,9 @@ int main(int argc, char** argv) {
   opt.quick = quick;
   opt.repeat = repeat ? repeat : (quick ? 1 : 3);
   opt.timeout_s = timeout_s;
+  opt.pin = !no_pin;
 
-  ReportContext ctx{joined_command(argc, argv), quick, opt.repeat, opt.peers};
+  ReportContext ctx{joined_command(argc, argv), quick, opt.repeat, opt.pin, opt.peers};
   for (const auto& p : opt.policy_peers) ctx.peers.push_back(p);
   print_header(std::cout, ctx);
   std::cout.flush();

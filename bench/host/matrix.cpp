@@ -67,11 +67,13 @@ bool read_until_eof(int fd, std::string& out, double timeout_s) {
 
 }  // namespace
 
-std::optional<CellResult> run_cell(const Peer& peer, const std::string& workload, unsigned threads, bool quick,
-                                   double timeout_s) {
+std::optional<CellResult> run_cell(const Peer& peer, const std::string& workload, unsigned threads,
+                                   const MatrixOptions& opt) {
+  const double timeout_s = opt.timeout_s;
   std::vector<std::string> args = {self_path(), "--child", "--workload", workload, "--threads",
                                    std::to_string(threads)};
-  if (quick) args.emplace_back("--quick");
+  if (opt.quick) args.emplace_back("--quick");
+  if (!opt.pin) args.emplace_back("--no-pin");
   if (!peer.expect_symbol.empty()) {
     args.emplace_back("--expect-symbol");
     args.push_back(peer.expect_symbol);
@@ -141,7 +143,7 @@ MatrixResult run_matrix(const MatrixOptions& opt) {
           if (!peers[i].available) continue;
           std::fprintf(stderr, "  %-18s %-20s x%u run %u/%u\n", workload.c_str(), peers[i].name.c_str(), threads,
                        rep + 1, opt.repeat);
-          if (auto r = run_cell(peers[i], workload, threads, opt.quick, opt.timeout_s)) {
+          if (auto r = run_cell(peers[i], workload, threads, opt)) {
             runs[i].push_back(*r);
           } else {
             ++out.failed_runs;

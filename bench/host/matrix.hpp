@@ -19,11 +19,12 @@ struct MatrixOptions {
   bool quick = false;
   unsigned repeat = 1;               // runs per cell; the median by ops/s is kept
   double timeout_s = 300;
+  bool pin = true;  // each worker thread on a CPU of its own (child.hpp)
 };
 
 // Runs one cell once; nothing when the child failed (its stderr shows why).
-std::optional<CellResult> run_cell(const Peer& peer, const std::string& workload, unsigned threads, bool quick,
-                                   double timeout_s);
+std::optional<CellResult> run_cell(const Peer& peer, const std::string& workload, unsigned threads,
+                                   const MatrixOptions& opt);
 
 struct MatrixResult {
   std::vector<CellResult> cells;

@@ -242,7 +242,8 @@ void print_header(std::ostream& out, const ReportContext& ctx) {
       << "- date: " << date << "; " << cpu_model() << ", " << sysconf(_SC_NPROCESSORS_ONLN) << " CPUs, " << u.sysname
       << " " << u.release << "; load average at start " << fmt("%.2f", load) << "\n"
       << "- mode: " << (ctx.quick ? "quick (counts / 50)" : "full") << "; runs per cell: " << ctx.repeat
-      << " (the median by ops/s is shown)\n"
+      << " (the median by ops/s is shown); worker threads "
+      << (ctx.pin ? "pinned (thread t on the t-th CPU, modulo the CPU count)" : "not pinned (--no-pin)") << "\n"
       << "- every allocator runs this same binary in its own process; all but glibc through LD_PRELOAD:\n";
   for (const auto& p : ctx.peers) {
     out << "  - " << p.name << ": "

@@ -15,6 +15,7 @@ struct ReportContext {
   std::string command;
   bool quick = false;
   unsigned repeat = 1;
+  bool pin = true;
   std::vector<Peer> peers;
 };
 
