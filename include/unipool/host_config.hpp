@@ -51,7 +51,7 @@ enum class HostHugePages : uint8_t {
   thp,      // madvise(MADV_HUGEPAGE) on the arenas ("on" is accepted for it)
   hugetlb,  // MAP_HUGETLB pages; falls back to normal pages, counted in stats
   // "auto": thp for each arena's memory past its first kHostAutoThpAfter
-  // bytes, and for each segment of small blocks (<= 1 KiB) that starts past
+  // bytes, and for each segment of small blocks (<= 8 KiB) that starts past
   // the first kHostAutoThpSmallAfter bytes of arena 0. A huge page is backed
   // whole at its first touch, so a small pool would pay a few MiB it does
   // not use; a large one saves the page walks of a working set the TLB
@@ -86,7 +86,7 @@ struct HostPoolConfig {
   // demand, so allocations rarely pay for cudaHostRegister themselves. Needs
   // pinned=on or best_effort. docs/host_pool.md, "Background pinning".
   bool pin_thread = false;
-  // Largest size served by thread-local pages (small <= 1 KiB, middle up to
+  // Largest size served by thread-local pages (small <= 8 KiB, middle up to
   // this). 1 KiB .. 128 KiB; 0 = the policy's default
   // (middle_max_or_default()).
   uint64_t middle_max = 0;

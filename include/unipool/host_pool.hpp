@@ -3,7 +3,7 @@
 // async copies, general host allocations.
 //
 // Size paths (docs/host_pool.md):
-//   small  (<= 1 KiB)          fixed-size slabs per size class, in 64 KiB pages
+//   small  (<= 8 KiB)          fixed-size slabs per size class, in 64 KiB pages
 //   middle (<= middle_max)     per-thread pages in 256 KiB pages
 //   large  (<= huge_threshold) exact-size blocks from a RangeAllocator over the arenas
 //   huge                       their own mapping, cached a little, then returned to the OS

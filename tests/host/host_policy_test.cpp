@@ -245,8 +245,9 @@ TEST(HostPolicy, AutoHugePagesAdviseSmallSegmentsPastTheFirst16MiB) {
     EXPECT_EQ(vm_flags_of(blocks[0]).find(" hg "), std::string::npos) << vm_flags_of(blocks[0]);
     EXPECT_EQ(vm_flags_of(before_mark).find(" hg "), std::string::npos) << vm_flags_of(before_mark);
     EXPECT_EQ(vm_flags_of(past_mark).find(" hg ") != std::string::npos, advised) << vm_flags_of(past_mark);
-    // A segment of middle blocks after them: past the mark too, 4 KiB pages.
-    void* middle = pool.allocate(8192);
+    // A segment of middle blocks (past 8 KiB) after them: past the mark too,
+    // 4 KiB pages.
+    void* middle = pool.allocate(16384);
     ASSERT_NE(middle, nullptr);
     EXPECT_GE(reinterpret_cast<uintptr_t>(middle) - base, kHostAutoThpSmallAfter);
     EXPECT_EQ(vm_flags_of(middle).find(" hg "), std::string::npos) << vm_flags_of(middle);

@@ -101,6 +101,25 @@ TEST(HostPool, TheMiddlePathEndsAtMiddleMax) {
   }
 }
 
+// Blocks up to 8 KiB are small (64 KiB pages), the next class middle
+// (256 KiB pages), under every policy that has thread pages.
+TEST(HostPool, SmallBlocksEndAt8KiB) {
+  for (const char* extra : {"", "thread_cache=size"}) {
+    HostPool pool(conf(extra));
+    void* small = pool.allocate(8192);
+    void* middle = pool.allocate(8193);
+    ASSERT_TRUE(small != nullptr && middle != nullptr) << extra;
+    const HostPoolStats st = pool.stats();
+    EXPECT_EQ(st.small_blocks, 1u) << extra;
+    EXPECT_EQ(st.middle_blocks, 1u) << extra;
+    EXPECT_EQ(pool.usable_size(small), 8192u) << extra;
+    EXPECT_EQ(pool.usable_size(middle), 10240u) << extra;
+    EXPECT_EQ(pool.deallocate(small), Status::ok);
+    EXPECT_EQ(pool.deallocate(middle), Status::ok);
+    EXPECT_VALID(pool);
+  }
+}
+
 // An aligned request whose class lies past middle_max is a large block,
 // also when middle_max falls between two classes (40000: 32 KiB is the
 // last class under it, 40 KiB the next).
