@@ -96,33 +96,36 @@ inline constexpr uintptr_t kOwnerShared = 1;  // the shared class lists, under t
 // Otherwise: the ThreadState* of the owning thread.
 
 struct alignas(64) Page {
-  // ---- line 0: the owner's fast paths --------------------------------------
-  Block* free = nullptr;                 // owner only (or the class lock)
-  std::atomic<uint32_t> used{0};         // live blocks; written by the owner only
+  // ---- line 0: what a free reads, written only when the page changes hands
+  // or grows. A free by another thread reads these (check_block, give_back)
+  // on every block; kept apart from line 1, which the owner writes at each
+  // allocation from the page, they stay shared in both cores' caches.
   uint32_t block_size = 0;
   uint32_t reciprocal = 0;               // ceil(2^32 / block_size) (<= 2^28)
   uint32_t span = 0;                     // capacity * block_size: the bytes its blocks may occupy
+  uint32_t capacity = 0;                 // blocks that fit
   char* start = nullptr;                 // first block
   std::atomic<uintptr_t> owner{kOwnerNone};
   std::atomic<Heap*> heap{nullptr};      // owning heap (nullptr when shared)
   std::atomic<uint32_t> extended{0};     // blocks carved so far (bump)
-  uint32_t capacity = 0;                 // blocks that fit
-  uint8_t cls = 0;
-  uint8_t in_full = 0;                   // on its list's full side
-  uint8_t kind = 0;                      // 0 small, 1 middle (the segment's)
-  uint8_t index = 0;                     // in its segment
   // A local free that leaves this many blocks live hands the page to the
   // shared lists (thread_cache=size: engine_small.cpp); ~0 otherwise.
   uint32_t shed_at = ~uint32_t{0};
+  uint64_t link_key = 0;  // hardened=on: encodes the links of its blocks (set once per segment)
+  uint8_t cls = 0;
+  uint8_t kind = 0;   // 0 small, 1 middle (the segment's)
+  uint8_t index = 0;  // in its segment
+  // ---- line 1: the owner's list state, and remote frees --------------------
+  alignas(64) Block* free = nullptr;  // owner only (or the class lock)
+  std::atomic<uint32_t> used{0};      // live blocks; written by the owner only
+  uint8_t in_full = 0;                // on its list's full side
+  Page* next = nullptr;
+  Page* prev = nullptr;
+  std::atomic<Block*> xfree{nullptr};  // frees by other threads (lock-free push)
+
   // At most shed_at live blocks (a drain of the block cache can step over
   // the exact count a single free meets).
   bool below_shed(uint32_t live) const noexcept { return live <= shed_at && shed_at != ~uint32_t{0}; }
-  // ---- line 1: list links and remote frees ---------------------------------
-  Page* next = nullptr;
-  Page* prev = nullptr;
-  std::atomic<Block*> xfree{nullptr};    // frees by other threads (lock-free push)
-  uint64_t link_key = 0;                 // hardened=on: encodes the links of its blocks (set once per segment)
-
   // A plain load first: most pages have no remote frees, and an exchange
   // would take the line exclusive every time.
   Block* take_remote() noexcept {
