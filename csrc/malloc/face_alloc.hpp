@@ -48,11 +48,15 @@ inline void* allocate(size_t size) noexcept {
   return allocate_slow(size, kNaturalAlignment);
 }
 
-// alignment: a power of two (callers check).
+// Any alignment: one that is not a power of two (operator new's
+// align_val_t is not checked before it comes here) goes to allocate_slow,
+// which refuses it (EINVAL; operator new then throws).
 inline void* allocate_aligned(size_t alignment, size_t size) noexcept {
-  if (alignment <= kNaturalAlignment) return allocate(size);
-  if (host::Engine* e = g_engine.load(std::memory_order_acquire); UNIPOOL_LIKELY(e != nullptr)) {
-    if (void* block = e->allocate_aligned_fast(size, alignment); UNIPOOL_LIKELY(block != nullptr)) return block;
+  if (UNIPOOL_LIKELY((alignment & (alignment - 1)) == 0)) {
+    if (alignment <= kNaturalAlignment) return allocate(size);
+    if (host::Engine* e = g_engine.load(std::memory_order_acquire); UNIPOOL_LIKELY(e != nullptr)) {
+      if (void* block = e->allocate_aligned_fast(size, alignment); UNIPOOL_LIKELY(block != nullptr)) return block;
+    }
   }
   return allocate_slow(size, alignment);
 }

@@ -54,7 +54,7 @@ TEST_P(HostDeferred, BlockIsNotReusedUntilTheFenceCompletes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, HostDeferred,
-                         ::testing::Values(size_t{48}, size_t{5000}, size_t{200000}, size_t{9} << 20));
+                         ::testing::Values(size_t{48}, size_t{5000}, size_t{20000}, size_t{200000}, size_t{9} << 20));
 
 TEST(HostDeferredMany, FencesCompleteInAnyOrder) {
   HostPool pool(kTestConf);

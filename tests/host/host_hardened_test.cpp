@@ -132,7 +132,7 @@ TEST_P(HostHardened, WriteAfterFreeIsReportedAndNeverFollowed) {
 INSTANTIATE_TEST_SUITE_P(Writes, HostHardened,
                          ::testing::Combine(::testing::Values(Write::garbage, Write::other_page, Write::misaligned,
                                                               Write::zero),
-                                            ::testing::Values(size_t{64}, size_t{4096}),
+                                            ::testing::Values(size_t{64}, size_t{4096}, size_t{20000}),
                                             ::testing::Values(FreedBy::owner, FreedBy::other_thread)),
                          [](const auto& info) {
                            return std::string(name_of(std::get<0>(info.param))) + "_" +
@@ -145,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(Writes, HostHardened,
 // A block freed by its owner sits in the thread's block cache first, where
 // nothing reads its link: more frees push it out onto its page's list.
 TEST(HostHardenedOff, ALinkOutOfItsPageIsReportedNotFollowed) {
-  for (const size_t size : {size_t{64}, size_t{4096}}) {
+  for (const size_t size : {size_t{64}, size_t{4096}, size_t{20000}}) {
     HostPool pool(kTestConf);
     void* keep = pool.allocate(size);
     void* victim = pool.allocate(size);

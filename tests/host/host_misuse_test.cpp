@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "host/size_classes.hpp"
 #include "host_test_util.hpp"
 
 namespace unipool::test {
@@ -96,7 +97,7 @@ INSTANTIATE_TEST_SUITE_P(Paths, HostMisuse,
 TEST(HostMisuseBitmap, AlternateBlocksOverSeveralPagesKeepTheirOwnBits) {
   for (size_t size : {size_t{16}, size_t{48}, size_t{1152}, size_t{4608}, size_t{32768}}) {
     HostPool pool(kTestConf);
-    const size_t page = size <= 1024 ? size_t{64} << 10 : size_t{256} << 10;
+    const size_t page = size <= unipool::host::kSmallMax ? size_t{64} << 10 : size_t{256} << 10;
     std::vector<void*> blocks(3 * page / size + 1);
     for (void*& p : blocks) {
       p = pool.allocate(size);

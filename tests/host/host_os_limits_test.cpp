@@ -79,7 +79,7 @@ TEST(HostPoolOsLimits, DISABLED_ServeInThisProcess) {
   const char* config = std::getenv("UNIPOOL_TEST_RLIMIT_CONF");
   HostPool pool(config != nullptr ? config : "");
   std::vector<void*> blocks;
-  for (size_t size : {size_t{24}, size_t{5000}, size_t{300000}, size_t{3} << 20, size_t{40} << 20}) {
+  for (size_t size : {size_t{24}, size_t{5000}, size_t{20000}, size_t{300000}, size_t{3} << 20, size_t{40} << 20}) {
     for (int i = 0; i < 8; ++i) {
       void* p = pool.allocate(size);
       ASSERT_NE(p, nullptr) << size << ": " << HostPool::last_error();

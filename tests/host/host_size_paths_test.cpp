@@ -58,7 +58,8 @@ TEST_P(HostSizePath, AllocatesDistinctUsableBlocksAndReturnsEveryByte) {
 
 INSTANTIATE_TEST_SUITE_P(Paths, HostSizePath,
                          ::testing::Values(Case{"tiny", 1}, Case{"small16", 16}, Case{"small100", 100},
-                                           Case{"small1024", 1024}, Case{"middle1025", 1025}, Case{"middle8000", 8000},
+                                           Case{"small1024", 1024}, Case{"small1025", 1025}, Case{"small8000", 8000},
+                                           Case{"small8192", 8192}, Case{"middle8193", 8193},
                                            Case{"middle32k1", (32 << 10) + 1}, Case{"middle128k", 128 << 10},
                                            Case{"large128k1", (128 << 10) + 1}, Case{"large300k", 300000},
                                            Case{"large3M", 3 << 20}, Case{"huge9M", 9 << 20}),

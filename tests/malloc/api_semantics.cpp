@@ -236,6 +236,12 @@ void cxx_operators() {
   ::operator delete(al, 100, std::align_val_t(4096));
   MALLOC_CHECK(::operator new(SIZE_MAX / 2, std::nothrow) == nullptr);
   MALLOC_CHECK(::operator new[](SIZE_MAX / 2, std::align_val_t(64), std::nothrow) == nullptr);
+  // align_val_t is not checked before the face: an alignment that is not a
+  // power of two is refused, not served from a class of another alignment.
+  for (size_t bad : {size_t{12}, size_t{24}, size_t{48}, size_t{96}, size_t{3000}}) {
+    MALLOC_CHECK(::operator new(100, std::align_val_t(bad), std::nothrow) == nullptr);
+    MALLOC_CHECK(::operator new[](5000, std::align_val_t(bad), std::nothrow) == nullptr);
+  }
   MALLOC_CHECK(huge_new_throws());
 }
 
