@@ -214,8 +214,8 @@ class Engine {
   Segment* new_segment(uint8_t kind) noexcept;
   void release_segment(Segment* segment) noexcept;
   // huge_pages=auto for segments of small blocks (engine_pages.cpp).
-  bool wants_huge_pages(uint32_t arena, uint64_t offset, bool small) const noexcept;
-  void advise_segment(Segment* segment, bool small) noexcept;
+  bool wants_huge_pages(uint32_t arena, uint64_t offset, bool dense) const noexcept;
+  void advise_segment(Segment* segment, bool dense) noexcept;
   void format_page(Page* page, uint32_t cls) noexcept;
   bool extend_page(Page* page) noexcept;
   // Moves the remote frees to the local list; *damaged (if given) is set when
@@ -384,7 +384,7 @@ class Engine {
 
   // Segments and pages.
   mutable Mutex pages_lock_;
-  Segment* free_segments_[2] = {nullptr, nullptr};  // segments with free pages, by kind
+  Segment* free_segments_[kSegmentKinds] = {};      // segments with free pages, by kind
   Segment* cached_segments_ = nullptr;              // fully free, kept
   uint64_t cached_segment_count_ = 0;
   uint64_t segment_count_ = 0;

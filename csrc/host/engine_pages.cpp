@@ -43,6 +43,9 @@ static_assert(kClassReciprocal[0] <= UINT32_MAX);
 // Every middle page holds a block of the largest class, page 0 (after the
 // segment's header) too.
 static_assert(kMiddleLimit <= (uint64_t{1} << kMiddlePageShift) - kSegmentHeaderBytes);
+// And every small page a block of the largest small class (page 0: two of
+// 8 KiB after the 44 KiB header).
+static_assert(kSmallMax <= (uint64_t{1} << kSmallPageShift) - kSegmentHeaderBytes);
 
 void Engine::format_page(Page* page, uint32_t cls) noexcept {
   Segment* seg = Segment::of(page);
@@ -150,7 +153,7 @@ void Engine::set_owner(Page* page, Heap* heap, uintptr_t owner) noexcept {
 }
 
 Page* Engine::acquire_page(Heap* heap, uint32_t cls) noexcept {
-  const uint8_t kind = is_small_class(cls) ? 0 : 1;
+  const uint8_t kind = segment_kind_of(cls);
   const uintptr_t owner = heap ? reinterpret_cast<uintptr_t>(heap->thread) : kOwnerShared;
   if (heap != nullptr) {
     if (Page* page = heap->empty[kind].pop()) {
@@ -246,7 +249,7 @@ Segment* Engine::new_segment(uint8_t kind) noexcept {
     seg = cached_segments_;
     unlink_free(&cached_segments_, seg);
     --cached_segment_count_;
-    advise_segment(seg, kind == 0);
+    advise_segment(seg, kind == kDenseSegment);
   } else {
     // Segments go to arena 0 first, where the fast free path looks.
     ArenaGrant g;
@@ -261,7 +264,7 @@ Segment* Engine::new_segment(uint8_t kind) noexcept {
     seg = reinterpret_cast<Segment*>(arenas_[index].base() + r.offset);
     // Before the first write to it: a page touched before the advice stays
     // a 4 KiB page, and so does the rest of its 2 MiB.
-    const bool huge = wants_huge_pages(index, r.offset, kind == 0);
+    const bool huge = wants_huge_pages(index, r.offset, kind == kDenseSegment);
     if (huge) backend::os::advise_huge_pages(seg, kSegmentSize);
     seg->huge_advised = huge;
     seg->range_offset = r.offset;
@@ -276,7 +279,7 @@ Segment* Engine::new_segment(uint8_t kind) noexcept {
   seg->magic = kSegmentMagic ^ reinterpret_cast<uintptr_t>(seg) ^ secret_;
   seg->engine = this;
   seg->kind = kind;
-  seg->page_shift = static_cast<uint8_t>(kind == 0 ? kSmallPageShift : kMiddlePageShift);
+  seg->page_shift = static_cast<uint8_t>(page_shift_of(kind));
   seg->page_count = static_cast<uint32_t>(kSegmentSize >> seg->page_shift);
   seg->pages_in_use = 0;
   // The header's granules hold no block: their bits stay clear, so that a
@@ -295,21 +298,21 @@ Segment* Engine::new_segment(uint8_t kind) noexcept {
   return seg;
 }
 
-// huge_pages=auto's rule for segments of small blocks (host_config.hpp,
-// kHostAutoThpSmallAfter: their 64 KiB pages fill densely, and page walks
-// cost small blocks most). Advised while the segment holds small blocks,
-// past that mark and below the arena-wide one (whose advice came at
-// commit), on memory neither pinned nor touched at commit: the advice
-// reaches only pages not yet touched, and pinned ones never become huge.
-bool Engine::wants_huge_pages(uint32_t arena, uint64_t offset, bool small) const noexcept {
-  return small && config_.huge_pages == HostHugePages::automatic && arena == 0 && offset >= kHostAutoThpSmallAfter &&
+// huge_pages=auto's rule for dense segments (host_config.hpp,
+// kHostAutoThpSmallAfter; layout.hpp, SegmentKind). Advised while the
+// segment holds blocks of up to 1 KiB, past that mark and below the
+// arena-wide one (whose advice came at commit), on memory neither pinned nor
+// touched at commit: the advice reaches only pages not yet touched, and
+// pinned ones never become huge.
+bool Engine::wants_huge_pages(uint32_t arena, uint64_t offset, bool dense) const noexcept {
+  return dense && config_.huge_pages == HostHugePages::automatic && arena == 0 && offset >= kHostAutoThpSmallAfter &&
          offset < kHostAutoThpAfter && config_.pinned == HostPinned::off && !arena_settings_.commit.first_touch;
 }
 
 // The advice follows a cached segment that changes kind, and goes when the
 // range returns to the arena, so large blocks never inherit it.
-void Engine::advise_segment(Segment* seg, bool small) noexcept {
-  const bool want = wants_huge_pages(seg->arena, seg->range_offset, small);
+void Engine::advise_segment(Segment* seg, bool dense) noexcept {
+  const bool want = wants_huge_pages(seg->arena, seg->range_offset, dense);
   if (want == seg->huge_advised) return;
   if (want) {
     backend::os::advise_huge_pages(seg, kSegmentSize);

@@ -132,7 +132,7 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
       return bad(why, "segment: not a live 4 MiB range of its arena, or not marked in the slot map");
     }
     const uint32_t expect_pages = static_cast<uint32_t>(kSegmentSize >> seg->page_shift);
-    if (seg->page_count != expect_pages || seg->page_shift != (seg->kind == 0 ? kSmallPageShift : kMiddlePageShift)) {
+    if (seg->page_count != expect_pages || seg->kind >= kSegmentKinds || seg->page_shift != page_shift_of(seg->kind)) {
       return bad(why, "segment: page count or shift does not match its kind");
     }
     if (seg->pages_in_use + static_cast<uint32_t>(std::popcount(seg->free_mask)) != seg->page_count) {
@@ -160,7 +160,7 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
           page.capacity != const_cast<Segment*>(seg)->page_bytes(i) / page.block_size) {
         return bad(why, "page: format does not match its class");
       }
-      if (page.kind != seg->kind || is_small_class(page.cls) != (seg->kind == 0)) {
+      if (page.kind != seg->kind || segment_kind_of(page.cls) != seg->kind) {
         return bad(why, "page: class of the wrong page kind");
       }
       const int64_t local = free_list_length(page, page.free, true, why);

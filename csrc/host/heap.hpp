@@ -74,7 +74,7 @@ struct Heap {
   static_assert(kNumClasses <= 64, "a bit of remote_mask per class");
   alignas(64) Engine* engine = nullptr;
   ThreadState* thread = nullptr;
-  PageList empty[2];        // empty pages kept for reuse, by kind
+  PageList empty[kSegmentKinds];  // empty pages kept for reuse, by kind
   uint64_t empty_bytes = 0;
   LargeTally large;         // owner writes (relaxed load + store), stats() reads
   uint32_t large_arena = 0;  // 1 + the arena of this thread's large blocks; 0: not chosen yet

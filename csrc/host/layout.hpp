@@ -36,6 +36,7 @@
 #include <cstdint>
 
 #include "core/align.hpp"
+#include "host/size_classes.hpp"
 
 namespace unipool::host {
 
@@ -48,6 +49,23 @@ inline constexpr uint64_t kSegmentSize = uint64_t{1} << kSegmentShift;
 inline constexpr unsigned kSmallPageShift = 16;   // 64 KiB
 inline constexpr unsigned kMiddlePageShift = 18;  // 256 KiB
 inline constexpr uint32_t kMaxPagesPerSegment = 64;
+
+// A segment's kind: which classes its pages hold, hence their size and
+// whether huge_pages=auto advises it (Engine::wants_huge_pages). Dense
+// segments (blocks <= 1 KiB, 64 or more to a page) and small ones (1-8 KiB)
+// have 64 KiB pages, middle ones 256 KiB. Only dense segments get huge
+// pages: their pages fill densely, and a set of tiny blocks is where page
+// walks cost most, while a huge page over sparse pages of larger blocks
+// backs 2 MiB the program never asked for.
+enum SegmentKind : uint8_t { kDenseSegment = 0, kMiddleSegment = 1, kSmallSegment = 2 };
+inline constexpr uint32_t kSegmentKinds = 3;
+inline constexpr unsigned page_shift_of(uint8_t kind) noexcept {
+  return kind == kMiddleSegment ? kMiddlePageShift : kSmallPageShift;
+}
+inline uint8_t segment_kind_of(uint32_t cls) noexcept {
+  if (cls < kNumDenseClasses) return kDenseSegment;
+  return is_small_class(cls) ? kSmallSegment : kMiddleSegment;
+}
 // The header: the Segment struct, then the live bitmap, a bit per granule
 // (32 KiB; the bits of the header's own granules stay clear). In one place
 // the bits stay cached; at the pages' tails, 64 KiB apart, they would all
@@ -113,7 +131,7 @@ struct alignas(64) Page {
   uint32_t shed_at = ~uint32_t{0};
   uint64_t link_key = 0;  // hardened=on: encodes the links of its blocks (set once per segment)
   uint8_t cls = 0;
-  uint8_t kind = 0;   // 0 small, 1 middle (the segment's)
+  uint8_t kind = 0;   // its segment's (SegmentKind)
   uint8_t index = 0;  // in its segment
   // ---- line 1: the owner's list state, and remote frees --------------------
   alignas(64) Block* free = nullptr;  // owner only (or the class lock)
@@ -217,7 +235,7 @@ static_assert(sizeof(PageTag) == 16);
 struct Segment {
   uintptr_t magic;            // kSegmentMagic ^ address ^ secret
   Engine* engine;
-  uint8_t kind;               // 0 small pages, 1 middle pages
+  uint8_t kind;  // SegmentKind
   uint8_t page_shift;
   uint32_t page_count;
   uint32_t pages_in_use;      // formatted for a class or cached by a heap

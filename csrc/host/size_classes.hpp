@@ -26,6 +26,10 @@
 namespace unipool::host {
 
 inline constexpr uint32_t kSmallMax = 8192;
+// Dense classes (<= 1 KiB): at least 64 blocks to a page (layout.hpp's
+// segment kinds).
+inline constexpr uint32_t kDenseMax = 1024;
+inline constexpr uint32_t kNumDenseClasses = 20;
 inline constexpr uint32_t kMiddleLimit = 128 << 10;  // largest middle_max
 inline constexpr uint32_t kNumSmallClasses = 44;
 inline constexpr uint32_t kNumClasses = 60;
@@ -72,6 +76,7 @@ inline constexpr auto kClassOfIndex = detail::make_class_table();
 inline constexpr auto kClassReciprocal = detail::make_reciprocals();
 
 static_assert(kClassSize[kNumSmallClasses - 1] == kSmallMax);
+static_assert(kClassSize[kNumDenseClasses - 1] == kDenseMax);
 static_assert(kClassSize[kNumClasses - 1] == kMiddleLimit);
 static_assert(kMiddleLimit % kMaxClassAlignment == 0);  // aligned_class_checked()
 // Every block starts on a 16-byte granule: its live bit (layout.hpp) is its

@@ -51,13 +51,13 @@ enum class HostHugePages : uint8_t {
   thp,      // madvise(MADV_HUGEPAGE) on the arenas ("on" is accepted for it)
   hugetlb,  // MAP_HUGETLB pages; falls back to normal pages, counted in stats
   // "auto": thp for each arena's memory past its first kHostAutoThpAfter
-  // bytes, and for each segment of small blocks (<= 8 KiB) that starts past
+  // bytes, and for each segment of blocks up to 1 KiB that starts past
   // the first kHostAutoThpSmallAfter bytes of arena 0. A huge page is backed
   // whole at its first touch, so a small pool would pay a few MiB it does
   // not use; a large one saves the page walks of a working set the TLB
-  // cannot map in 4 KiB pages. Small blocks fill their 64 KiB pages densely
-  // and a set of them is where page walks cost most, so their segments get
-  // huge pages sooner (docs/host_pool.md, Configuration).
+  // cannot map in 4 KiB pages. Blocks up to 1 KiB fill their 64 KiB pages
+  // densely and a set of them is where page walks cost most, so their
+  // segments get huge pages sooner (docs/host_pool.md, Configuration).
   automatic,
 };
 inline constexpr uint64_t kHostAutoThpAfter = uint64_t{128} << 20;
@@ -86,8 +86,9 @@ struct HostPoolConfig {
   // demand, so allocations rarely pay for cudaHostRegister themselves. Needs
   // pinned=on or best_effort. docs/host_pool.md, "Background pinning".
   bool pin_thread = false;
-  // Largest size served by thread-local pages (small <= 8 KiB, middle up to
-  // this). 1 KiB .. 128 KiB; 0 = the policy's default
+  // Largest size served by thread-local pages (classes up to 8 KiB on
+  // 64 KiB pages, larger ones on 256 KiB pages); larger sizes take the
+  // large path. 1 KiB .. 128 KiB; 0 = the policy's default
   // (middle_max_or_default()).
   uint64_t middle_max = 0;
   // Requests above this get their own mapping, returned to the OS on free.

@@ -226,11 +226,11 @@ std::vector<void*> small_blocks_past(HostPool& pool, uintptr_t past) {
   return blocks;
 }
 
-// huge_pages=auto also advises the segments of small blocks that start past
-// the first 16 MiB of arena 0; not the ones before, not segments of middle
-// blocks, and nothing with huge_pages=off. A segment that goes back to the
+// huge_pages=auto also advises the segments of blocks up to 1 KiB that start
+// past the first 16 MiB of arena 0; not the ones before, not segments of
+// 1-8 KiB or middle blocks, and nothing with huge_pages=off. A segment that goes back to the
 // arena (at once under thread_cache=size) takes its advice with it.
-TEST(HostPolicy, AutoHugePagesAdviseSmallSegmentsPastTheFirst16MiB) {
+TEST(HostPolicy, AutoHugePagesAdviseDenseSegmentsPastTheFirst16MiB) {
   if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) GTEST_SKIP() << "no THP in this kernel";
   for (const char* conf : {"reserve=1GiB", "reserve=1GiB,thread_cache=size", "reserve=1GiB,huge_pages=off"}) {
     SCOPED_TRACE(conf);
@@ -245,14 +245,16 @@ TEST(HostPolicy, AutoHugePagesAdviseSmallSegmentsPastTheFirst16MiB) {
     EXPECT_EQ(vm_flags_of(blocks[0]).find(" hg "), std::string::npos) << vm_flags_of(blocks[0]);
     EXPECT_EQ(vm_flags_of(before_mark).find(" hg "), std::string::npos) << vm_flags_of(before_mark);
     EXPECT_EQ(vm_flags_of(past_mark).find(" hg ") != std::string::npos, advised) << vm_flags_of(past_mark);
-    // A segment of middle blocks (past 8 KiB) after them: past the mark too,
-    // 4 KiB pages.
-    void* middle = pool.allocate(16384);
-    ASSERT_NE(middle, nullptr);
-    EXPECT_GE(reinterpret_cast<uintptr_t>(middle) - base, kHostAutoThpSmallAfter);
-    EXPECT_EQ(vm_flags_of(middle).find(" hg "), std::string::npos) << vm_flags_of(middle);
+    // Segments of 1-8 KiB and of middle blocks (past 8 KiB) after them: past
+    // the mark too, 4 KiB pages.
+    for (const size_t size : {size_t{4096}, size_t{16384}}) {
+      void* p = pool.allocate(size);
+      ASSERT_NE(p, nullptr);
+      EXPECT_GE(reinterpret_cast<uintptr_t>(p) - base, kHostAutoThpSmallAfter) << size;
+      EXPECT_EQ(vm_flags_of(p).find(" hg "), std::string::npos) << size << ": " << vm_flags_of(p);
+      blocks.push_back(p);
+    }
     for (void* p : blocks) ASSERT_EQ(pool.deallocate(p), Status::ok);
-    ASSERT_EQ(pool.deallocate(middle), Status::ok);
     pool.flush_thread_cache();
     if (pool.config().thread_cache == HostThreadCache::size) {
       EXPECT_EQ(vm_flags_of(past_mark).find(" hg "), std::string::npos) << vm_flags_of(past_mark);
