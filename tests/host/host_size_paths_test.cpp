@@ -83,40 +83,41 @@ TEST(HostPool, SmallAndMiddleBlocksUseSizeClassesWithBoundedWaste) {
   EXPECT_VALID(pool);
 }
 
-// middle_max is the last size of the middle path, under its default (128 KiB
-// under performance, 32 KiB under size) and set by hand.
-TEST(HostPool, TheMiddlePathEndsAtMiddleMax) {
-  for (const auto& [extra, last] : {std::pair{"", size_t{128} << 10}, std::pair{"thread_cache=size", size_t{32} << 10},
-                                    std::pair{"middle_max=64KiB", size_t{64} << 10}}) {
-    HostPool pool(conf(extra));
-    void* middle = pool.allocate(last);
-    void* large = pool.allocate(last + 1);
-    ASSERT_TRUE(middle != nullptr && large != nullptr) << extra;
+// Where each size path ends: small blocks at 8 KiB (64 KiB pages; the next
+// class is middle, on 256 KiB pages) under every policy with thread pages,
+// and the middle path at middle_max, under its default (128 KiB under
+// performance, 32 KiB under size) and set by hand. Each case allocates the
+// last size of one path and the next byte, which takes the next path.
+TEST(HostPool, EachSizePathEndsWhereItShould) {
+  using Count = uint64_t HostPoolStats::*;
+  struct Case {
+    const char* extra;
+    size_t last;
+    Count at, past;
+    size_t usable_past;  // 0: not checked (a large block's size)
+  };
+  const Case cases[] = {
+      {"", 8192, &HostPoolStats::small_blocks, &HostPoolStats::middle_blocks, 10240},
+      {"thread_cache=size", 8192, &HostPoolStats::small_blocks, &HostPoolStats::middle_blocks, 10240},
+      {"", size_t{128} << 10, &HostPoolStats::middle_blocks, &HostPoolStats::large_blocks, 0},
+      {"thread_cache=size", size_t{32} << 10, &HostPoolStats::middle_blocks, &HostPoolStats::large_blocks, 0},
+      {"middle_max=64KiB", size_t{64} << 10, &HostPoolStats::middle_blocks, &HostPoolStats::large_blocks, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.extra) + " at " + std::to_string(c.last));
+    HostPool pool(conf(c.extra));
+    void* at = pool.allocate(c.last);
+    void* past = pool.allocate(c.last + 1);
+    ASSERT_TRUE(at != nullptr && past != nullptr);
     const HostPoolStats st = pool.stats();
-    EXPECT_EQ(st.middle_blocks, 1u) << extra;
-    EXPECT_EQ(st.large_blocks, 1u) << extra;
-    EXPECT_EQ(pool.usable_size(middle), last) << extra;  // the largest class is middle_max itself
-    EXPECT_EQ(pool.deallocate(middle), Status::ok);
-    EXPECT_EQ(pool.deallocate(large), Status::ok);
-    EXPECT_VALID(pool);
-  }
-}
-
-// Blocks up to 8 KiB are small (64 KiB pages), the next class middle
-// (256 KiB pages), under every policy that has thread pages.
-TEST(HostPool, SmallBlocksEndAt8KiB) {
-  for (const char* extra : {"", "thread_cache=size"}) {
-    HostPool pool(conf(extra));
-    void* small = pool.allocate(8192);
-    void* middle = pool.allocate(8193);
-    ASSERT_TRUE(small != nullptr && middle != nullptr) << extra;
-    const HostPoolStats st = pool.stats();
-    EXPECT_EQ(st.small_blocks, 1u) << extra;
-    EXPECT_EQ(st.middle_blocks, 1u) << extra;
-    EXPECT_EQ(pool.usable_size(small), 8192u) << extra;
-    EXPECT_EQ(pool.usable_size(middle), 10240u) << extra;
-    EXPECT_EQ(pool.deallocate(small), Status::ok);
-    EXPECT_EQ(pool.deallocate(middle), Status::ok);
+    EXPECT_EQ(st.*c.at, 1u);
+    EXPECT_EQ(st.*c.past, 1u);
+    EXPECT_EQ(pool.usable_size(at), c.last);  // the last class of a path is its limit itself
+    if (c.usable_past != 0) {
+      EXPECT_EQ(pool.usable_size(past), c.usable_past);
+    }
+    EXPECT_EQ(pool.deallocate(at), Status::ok);
+    EXPECT_EQ(pool.deallocate(past), Status::ok);
     EXPECT_VALID(pool);
   }
 }
