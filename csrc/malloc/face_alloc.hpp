@@ -48,9 +48,8 @@ inline void* allocate(size_t size) noexcept {
   return allocate_slow(size, kNaturalAlignment);
 }
 
-// Any alignment: one that is not a power of two (operator new's
-// align_val_t is not checked before it comes here) goes to allocate_slow,
-// which refuses it (EINVAL; operator new then throws).
+// Any alignment: one that is not a power of two goes to allocate_slow,
+// which refuses it (EINVAL).
 inline void* allocate_aligned(size_t alignment, size_t size) noexcept {
   if (UNIPOOL_LIKELY((alignment & (alignment - 1)) == 0)) {
     if (alignment <= kNaturalAlignment) return allocate(size);

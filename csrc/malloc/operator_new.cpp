@@ -8,6 +8,7 @@
 // the runtime's: they call these inside a try block.
 #include <new>
 
+#include "core/align.hpp"
 #include "malloc/cxx_runtime.hpp"
 #include "malloc/face_alloc.hpp"
 
@@ -18,6 +19,9 @@ namespace {
 // No object with a destructor here: a frame the program's exception unwinds
 // through has no landing pad of the face's runtime.
 void* allocate_or_throw(size_t size, size_t alignment) {
+  // No new-handler can make an alignment that is not a power of two
+  // acceptable: throw at once, as libstdc++ does.
+  if (!unipool::is_power_of_two(alignment)) mf::throw_program_bad_alloc();
   for (;;) {
     void* block = mf::allocate_aligned(alignment, size);
     if (block != nullptr) return block;

@@ -212,6 +212,16 @@ bool huge_new_throws() {
   return false;
 }
 
+bool odd_aligned_new_throws() {
+  try {
+    void* volatile odd = ::operator new(100, std::align_val_t(24));
+    (void)odd;
+  } catch (const std::bad_alloc&) {
+    return true;
+  }
+  return false;
+}
+
 void cxx_operators() {
   int* one = new int(5);
   delete one;
@@ -258,6 +268,9 @@ void throwing_handler() { throw std::bad_alloc(); }
 void new_handlers() {
   std::set_new_handler(give_up);
   MALLOC_CHECK(huge_new_throws() && g_handler_calls == 1);
+  // No handler can make 24 a power of two: it throws without one call.
+  std::set_new_handler(give_up);
+  MALLOC_CHECK(odd_aligned_new_throws() && g_handler_calls == 1);
   std::set_new_handler(throwing_handler);
   MALLOC_CHECK(::operator new(SIZE_MAX / 2, std::nothrow) == nullptr);
   MALLOC_CHECK(::operator new[](SIZE_MAX / 2, std::align_val_t(64), std::nothrow) == nullptr);
