@@ -213,9 +213,10 @@ class Engine {
   void retire_empty_page(Heap* heap, Page* page) noexcept;
   Segment* new_segment(uint8_t kind) noexcept;
   void release_segment(Segment* segment) noexcept;
-  // huge_pages=auto for segments of small blocks (engine_pages.cpp).
+  // huge_pages=auto for dense segments (blocks up to 1 KiB; engine_pages.cpp).
   bool wants_huge_pages(uint32_t arena, uint64_t offset, bool dense) const noexcept;
   void advise_segment(Segment* segment, bool dense) noexcept;
+  Segment* take_cached_segment(bool dense) noexcept;  // pages_lock_ held
   void format_page(Page* page, uint32_t cls) noexcept;
   bool extend_page(Page* page) noexcept;
   // Moves the remote frees to the local list; *damaged (if given) is set when

@@ -246,9 +246,7 @@ void Engine::release_page(Page* page) noexcept {
 Segment* Engine::new_segment(uint8_t kind) noexcept {
   Segment* seg = nullptr;
   if (cached_segments_ != nullptr) {
-    seg = cached_segments_;
-    unlink_free(&cached_segments_, seg);
-    --cached_segment_count_;
+    seg = take_cached_segment(kind == kDenseSegment);
     advise_segment(seg, kind == kDenseSegment);
   } else {
     // Segments go to arena 0 first, where the fast free path looks.
@@ -307,6 +305,33 @@ Segment* Engine::new_segment(uint8_t kind) noexcept {
 bool Engine::wants_huge_pages(uint32_t arena, uint64_t offset, bool dense) const noexcept {
   return dense && config_.huge_pages == HostHugePages::automatic && arena == 0 && offset >= kHostAutoThpSmallAfter &&
          offset < kHostAutoThpAfter && config_.pinned == HostPinned::off && !arena_settings_.commit.first_touch;
+}
+
+// A cached segment for a new one of `dense` kind or not: one whose huge page
+// advice already fits, if any of the first few does. Else the first; should
+// it lose its advice, the memory of its pages goes back too (decommit; the
+// header, which holds the segment's place in the arena and its lists,
+// stays), since huge pages already faulted in would stay huge under
+// MADV_NOHUGEPAGE, over pages of larger blocks that may stay sparse
+// (layout.hpp, SegmentKind). A pool whose segments are never advised
+// (pinned, first_touch) never decommits here.
+static_assert(kSegmentHeaderBytes % 4096 == 0);  // the header's pages stay as they are
+
+Segment* Engine::take_cached_segment(bool dense) noexcept {
+  Segment* seg = cached_segments_;
+  int looked = 0;
+  for (Segment* s = cached_segments_; s != nullptr && looked < 8; s = s->next, ++looked) {
+    if (s->huge_advised == wants_huge_pages(s->arena, s->range_offset, dense)) {
+      seg = s;
+      break;
+    }
+  }
+  unlink_free(&cached_segments_, seg);
+  --cached_segment_count_;
+  if (seg->huge_advised && !wants_huge_pages(seg->arena, seg->range_offset, dense)) {
+    backend::os::decommit(reinterpret_cast<char*>(seg) + kSegmentHeaderBytes, kSegmentSize - kSegmentHeaderBytes);
+  }
+  return seg;
 }
 
 // The advice follows a cached segment that changes kind, and goes when the

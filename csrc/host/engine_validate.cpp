@@ -236,12 +236,13 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
       }
     }
     uint64_t empty_bytes = 0;
-    for (const PageList& list : h->empty) {
-      for (const Page* p = list.head; p != nullptr; p = p->next) {
+    for (uint32_t kind = 0; kind < kSegmentKinds; ++kind) {
+      for (const Page* p = h->empty[kind].head; p != nullptr; p = p->next) {
         if (p->owner.load(std::memory_order_relaxed) != owner || p->cls != kNoClass ||
             p->extended.load(std::memory_order_relaxed) != 0) {
           return bad(why, "heap: a kept empty page is not empty");
         }
+        if (p->kind != kind) return bad(why, "heap: a kept empty page is on another kind's list");
         empty_bytes += Segment::of(p)->page_bytes(p->index);
       }
     }

@@ -52,8 +52,8 @@ inline constexpr uint32_t kMaxPagesPerSegment = 64;
 
 // A segment's kind: which classes its pages hold, hence their size and
 // whether huge_pages=auto advises it (Engine::wants_huge_pages). Dense
-// segments (blocks <= 1 KiB, 64 or more to a page) and small ones (1-8 KiB)
-// have 64 KiB pages, middle ones 256 KiB. Only dense segments get huge
+// segments (blocks <= 1 KiB, 64 or more to a page but the first) and small
+// ones (1-8 KiB) have 64 KiB pages, middle ones 256 KiB. Only dense get huge
 // pages: their pages fill densely, and a set of tiny blocks is where page
 // walks cost most, while a huge page over sparse pages of larger blocks
 // backs 2 MiB the program never asked for.

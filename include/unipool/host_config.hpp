@@ -42,7 +42,7 @@ const char* to_string(PinningState s) noexcept;
 enum class HostThreadCache : uint8_t {
   unlimited,    // keep every empty page; give back at thread exit only
   performance,  // keep a few MiB of empty pages per thread
-  size,         // keep one empty page per kind; free segments go back at once
+  size,         // keep no empty page; free segments go back at once
   none,         // no thread caches: shared per-class lists under one lock each
 };
 

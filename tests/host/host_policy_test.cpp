@@ -172,6 +172,20 @@ std::string vm_flags_of(const void* p) {
   return "";
 }
 
+// kB of transparent huge pages in the mapping that holds p (-1: not found).
+long anon_huge_kib_of(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    long kib = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) inside = lo <= a && a < hi;
+    if (inside && std::sscanf(line.c_str(), "AnonHugePages: %ld kB", &kib) == 1) return kib;
+  }
+  return -1;
+}
+
 // huge_pages=auto (the default) advises an arena's memory to transparent
 // huge pages only past its first 128 MiB, also where one growth of the arena
 // crosses that mark: a small pool keeps 4 KiB pages.
@@ -214,7 +228,7 @@ TEST(HostPolicy, AutoHugePagesAdviseAnArenaPastItsFirst128MiB) {
   for (void* p : blocks) ASSERT_EQ(off.deallocate(p), Status::ok);
 }
 
-// Fills `pool` with 1 KiB blocks (a small class) until one lies `past`
+// Fills `pool` with 1 KiB blocks (a dense class) until one lies `past`
 // bytes beyond the first block's segment; returns them, the first first.
 std::vector<void*> small_blocks_past(HostPool& pool, uintptr_t past) {
   std::vector<void*> blocks{pool.allocate(1024)};
@@ -261,6 +275,45 @@ TEST(HostPolicy, AutoHugePagesAdviseDenseSegmentsPastTheFirst16MiB) {
     }
     EXPECT_VALID(pool);
   }
+}
+
+// A cached dense segment past the mark (advised, its pages written, so on
+// huge pages where the kernel had them) that comes back for 1-8 KiB blocks
+// loses its advice and its huge pages: its pages' memory is given back
+// before it serves the larger blocks (Engine::take_cached_segment).
+TEST(HostPolicy, ACachedDenseSegmentServingLargerBlocksKeepsNoHugePages) {
+  if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) GTEST_SKIP() << "no THP in this kernel";
+  HostPool pool("reserve=1GiB");  // performance: up to 4 empty segments cached
+  // This thread's dense pages up to just before the mark stay live.
+  std::vector<void*> kept = small_blocks_past(pool, kHostAutoThpSmallAfter - (1 << 20));
+  ASSERT_NE(kept.back(), nullptr) << HostPool::last_error();
+  const auto base = reinterpret_cast<uintptr_t>(kept[0]) & ~uintptr_t{(4 << 20) - 1};
+  // Another thread fills dense pages past the mark, writes them, frees them
+  // and exits: its pages go back, and the segment past the mark empties
+  // into the cache.
+  uintptr_t past = 0;
+  std::thread([&] {
+    std::vector<void*> blocks;
+    while (blocks.empty() || reinterpret_cast<uintptr_t>(blocks.back()) - base < kHostAutoThpSmallAfter + (3 << 20)) {
+      void* p = pool.allocate(1024);
+      if (p == nullptr) break;
+      fill(p, 1024, 9);
+      blocks.push_back(p);
+    }
+    past = reinterpret_cast<uintptr_t>(blocks.back());
+    for (void* p : blocks) pool.deallocate(p);
+  }).join();
+  ASSERT_GE(past - base, kHostAutoThpSmallAfter + (3 << 20));
+  void* q = pool.allocate(4096);
+  ASSERT_NE(q, nullptr);
+  const auto seg = reinterpret_cast<uintptr_t>(q) & ~uintptr_t{(4 << 20) - 1};
+  ASSERT_EQ(seg, past & ~uintptr_t{(4 << 20) - 1}) << "the 4 KiB block did not reuse the cached segment";
+  fill(q, 4096, 5);
+  EXPECT_EQ(vm_flags_of(q).find(" hg "), std::string::npos) << vm_flags_of(q);
+  EXPECT_EQ(anon_huge_kib_of(q), 0);
+  EXPECT_EQ(pool.deallocate(q), Status::ok);
+  for (void* p : kept) ASSERT_EQ(pool.deallocate(p), Status::ok);
+  EXPECT_VALID(pool);
 }
 
 TEST(HostPolicy, HugetlbFallsBackToNormalPagesAndCountsIt) {
