@@ -52,14 +52,8 @@ void* checked(HostPool* p, void* block) noexcept {
 
 // What the inlined fast path did not serve. The engine's fast path already
 // failed for this request, so it goes to the engine's slow path directly.
-// An alignment's padding counts against the bootstrap arena's share. One
-// that is not a power of two, small or not, is refused here (EINVAL),
-// before anything is built for it.
+// An alignment's padding counts against the bootstrap arena's share.
 void* allocate_slow(size_t size, size_t alignment) noexcept {
-  if ((alignment & (alignment - 1)) != 0) {
-    errno = EINVAL;
-    return nullptr;
-  }
   if (size == 0) size = 1;
   const size_t pad = alignment > kNaturalAlignment ? alignment : 0;
   HostPool* p = pool(size < SIZE_MAX - pad ? size + pad : SIZE_MAX);

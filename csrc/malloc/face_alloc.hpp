@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/align.hpp"
 #include "host/engine_fast.hpp"
 #include "malloc/bootstrap_arena.hpp"
 #include "malloc/face_pool.hpp"
@@ -48,14 +49,14 @@ inline void* allocate(size_t size) noexcept {
   return allocate_slow(size, kNaturalAlignment);
 }
 
-// Any alignment: one that is not a power of two goes to allocate_slow,
-// which refuses it (EINVAL).
+// alignment: a power of two. Every caller checks or rounds it first
+// (aligned_alloc, posix_memalign, memalign, valloc, pvalloc, the aligned
+// operator new): the engine's aligned fast path indexes a table by it.
 inline void* allocate_aligned(size_t alignment, size_t size) noexcept {
-  if (UNIPOOL_LIKELY((alignment & (alignment - 1)) == 0)) {
-    if (alignment <= kNaturalAlignment) return allocate(size);
-    if (host::Engine* e = g_engine.load(std::memory_order_acquire); UNIPOOL_LIKELY(e != nullptr)) {
-      if (void* block = e->allocate_aligned_fast(size, alignment); UNIPOOL_LIKELY(block != nullptr)) return block;
-    }
+  UNIPOOL_ASSERT(unipool::is_power_of_two(alignment), "callers check the alignment");
+  if (alignment <= kNaturalAlignment) return allocate(size);
+  if (host::Engine* e = g_engine.load(std::memory_order_acquire); UNIPOOL_LIKELY(e != nullptr)) {
+    if (void* block = e->allocate_aligned_fast(size, alignment); UNIPOOL_LIKELY(block != nullptr)) return block;
   }
   return allocate_slow(size, alignment);
 }

@@ -19,9 +19,6 @@ namespace {
 // No object with a destructor here: a frame the program's exception unwinds
 // through has no landing pad of the face's runtime.
 void* allocate_or_throw(size_t size, size_t alignment) {
-  // No new-handler can make an alignment that is not a power of two
-  // acceptable: throw at once, as libstdc++ does.
-  if (!unipool::is_power_of_two(alignment)) mf::throw_program_bad_alloc();
   for (;;) {
     void* block = mf::allocate_aligned(alignment, size);
     if (block != nullptr) return block;
@@ -36,7 +33,14 @@ void* allocate_or_throw(size_t size, size_t alignment) {
 }
 
 constexpr size_t kNatural = mf::kNaturalAlignment;
-size_t align_of(std::align_val_t a) { return static_cast<size_t>(a); }
+// align_val_t's value, which nothing checked before: one that is not a power
+// of two throws at once, as in libstdc++ (no new-handler can make it
+// acceptable).
+size_t align_of(std::align_val_t a) {
+  const auto alignment = static_cast<size_t>(a);
+  if (!unipool::is_power_of_two(alignment)) mf::throw_program_bad_alloc();
+  return alignment;
+}
 
 }  // namespace
 
