@@ -308,15 +308,8 @@ bool Engine::wants_huge_pages(uint32_t arena, uint64_t offset, bool dense) const
 }
 
 // A cached segment for a new one of `dense` kind or not: one whose huge page
-// advice already fits, if any of the first few does. Else the first; should
-// it lose its advice, the memory of its pages goes back too (decommit; the
-// header, which holds the segment's place in the arena and its lists,
-// stays), since huge pages already faulted in would stay huge under
-// MADV_NOHUGEPAGE, over pages of larger blocks that may stay sparse
-// (layout.hpp, SegmentKind). A pool whose segments are never advised
-// (pinned, first_touch) never decommits here.
-static_assert(kSegmentHeaderBytes % 4096 == 0);  // the header's pages stay as they are
-
+// advice already fits, if any of the first few does (advise_segment then
+// has nothing to undo), else the first.
 Segment* Engine::take_cached_segment(bool dense) noexcept {
   Segment* seg = cached_segments_;
   int looked = 0;
@@ -328,14 +321,19 @@ Segment* Engine::take_cached_segment(bool dense) noexcept {
   }
   unlink_free(&cached_segments_, seg);
   --cached_segment_count_;
-  if (seg->huge_advised && !wants_huge_pages(seg->arena, seg->range_offset, dense)) {
-    backend::os::decommit(reinterpret_cast<char*>(seg) + kSegmentHeaderBytes, kSegmentSize - kSegmentHeaderBytes);
-  }
   return seg;
 }
 
 // The advice follows a cached segment that changes kind, and goes when the
-// range returns to the arena, so large blocks never inherit it.
+// range returns to the arena, so large blocks never inherit it. Taking it
+// back gives the memory of the segment's pages back too (decommit; the
+// header, which holds the segment's place in its arena and lists, stays):
+// huge pages already faulted in would stay huge under MADV_NOHUGEPAGE, over
+// pages of larger blocks or large blocks that may stay sparse (layout.hpp,
+// SegmentKind). A pool whose segments are never advised (pinned,
+// first_touch) never decommits here.
+static_assert(kSegmentHeaderBytes % 4096 == 0);  // the header's pages stay as they are
+
 void Engine::advise_segment(Segment* seg, bool dense) noexcept {
   const bool want = wants_huge_pages(seg->arena, seg->range_offset, dense);
   if (want == seg->huge_advised) return;
@@ -343,6 +341,7 @@ void Engine::advise_segment(Segment* seg, bool dense) noexcept {
     backend::os::advise_huge_pages(seg, kSegmentSize);
   } else {
     backend::os::advise_no_huge_pages(seg, kSegmentSize);
+    backend::os::decommit(reinterpret_cast<char*>(seg) + kSegmentHeaderBytes, kSegmentSize - kSegmentHeaderBytes);
   }
   seg->huge_advised = want;
 }
