@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "host/size_classes.hpp"
 #include "unipool/host_config.hpp"
 
 namespace unipool {
@@ -226,7 +227,7 @@ Status HostPoolConfig::check(const char** why) const noexcept {
   else if (reserve < (uint64_t{64} << 20) || reserve > (uint64_t{1} << 46) || reserve % chunk != 0)
     problem = "reserve must be a multiple of chunk between 64 MiB and 64 TiB";
   else if (max_pin < chunk) problem = "max_pin must be at least chunk (one registration covers whole chunks)";
-  else if (middle_max != 0 && (middle_max < 1024 || middle_max > (uint64_t{128} << 10)))
+  else if (middle_max != 0 && (middle_max < 1024 || middle_max > host::kMiddleLimit))
     problem = "middle_max must be between 1 KiB and 128 KiB (or 0: the policy's default)";
   else if (huge_threshold <= middle_max_or_default() || huge_threshold > reserve / 2)
     problem = "huge_threshold must be above middle_max and at most half of reserve";

@@ -79,7 +79,7 @@ inline void* Engine::allocate_aligned_fast(size_t size, size_t alignment) noexce
   // size <= middle_max_ <= kMiddleLimit: the table's case. A class it finds
   // past middle_max_ (or none: kNumClasses) fails the second test.
   if (UNIPOOL_LIKELY(alignment <= kMaxClassAlignment && size - 1 < middle_max_)) {
-    const uint32_t cls = aligned_class_checked(size, alignment);
+    const uint32_t cls = aligned_class_unchecked(size, alignment);
     if (UNIPOOL_LIKELY(cls < middle_classes_)) return pop_fast(cls);
   }
   return nullptr;

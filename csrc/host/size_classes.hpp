@@ -78,7 +78,7 @@ inline constexpr auto kClassReciprocal = detail::make_reciprocals();
 static_assert(kClassSize[kNumSmallClasses - 1] == kSmallMax);
 static_assert(kClassSize[kNumDenseClasses - 1] == kDenseMax);
 static_assert(kClassSize[kNumClasses - 1] == kMiddleLimit);
-static_assert(kMiddleLimit % kMaxClassAlignment == 0);  // aligned_class_checked()
+static_assert(kMiddleLimit % kMaxClassAlignment == 0);  // aligned_class_unchecked()
 // Every block starts on a 16-byte granule: its live bit (layout.hpp) is its
 // first granule's.
 static_assert([] {
@@ -122,24 +122,23 @@ constexpr auto make_aligned_class_table() {
 static_assert(kMaxClassAlignment == 1u << detail::kLastAlignShift);
 inline constexpr auto kAlignedClassOf = detail::make_aligned_class_table();
 
+// aligned_class() for a size in [1, kMiddleLimit] and a power of two in
+// [32, kMaxClassAlignment], which the caller has made sure of (the fast
+// path's case): no test, only the table's load. The size rounded up stays
+// within kMiddleLimit, a multiple of every alignment served.
+inline uint32_t aligned_class_unchecked(uint64_t size, uint64_t alignment) noexcept {
+  const auto shift = static_cast<unsigned>(__builtin_ctzll(alignment));
+  return kAlignedClassOf[detail::kAlignedTableStart[shift] + (align_up(size, alignment) >> shift)];
+}
+
 // The smallest class that holds `size` and whose blocks are multiples of
 // `alignment` (a power of two <= kMaxClassAlignment), or kNumClasses if none
 // up to kMiddleLimit.
 inline uint32_t aligned_class(uint64_t size, uint64_t alignment) noexcept {
   const uint64_t rounded = align_up(size, alignment);
   if (rounded > kMiddleLimit) return kNumClasses;
-  const auto shift = static_cast<unsigned>(__builtin_ctzll(alignment));
-  if (shift < detail::kFirstAlignShift) return class_of(rounded);  // every class is a multiple of 16
-  return kAlignedClassOf[detail::kAlignedTableStart[shift] + (rounded >> shift)];
-}
-
-// aligned_class() where the caller knows size is in [1, kMiddleLimit] and
-// alignment a power of two in [32, kMaxClassAlignment] (the fast path's
-// case): no test left but the table's load. The size rounded up stays
-// within kMiddleLimit, a multiple of every alignment served.
-inline uint32_t aligned_class_checked(uint64_t size, uint64_t alignment) noexcept {
-  const auto shift = static_cast<unsigned>(__builtin_ctzll(alignment));
-  return kAlignedClassOf[detail::kAlignedTableStart[shift] + (align_up(size, alignment) >> shift)];
+  if (alignment < (1u << detail::kFirstAlignShift)) return class_of(rounded);  // every class is a multiple of 16
+  return aligned_class_unchecked(size, alignment);
 }
 
 }  // namespace unipool::host

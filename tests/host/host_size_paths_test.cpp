@@ -364,7 +364,7 @@ TEST(HostSizeClasses, AlignedClassIsTheSmallestClassOfThatAlignment) {
       while (expect < kNumClasses && (kClassSize[expect] < size || kClassSize[expect] % alignment != 0)) ++expect;
       ASSERT_EQ(aligned_class(size, alignment), expect) << "size " << size << " alignment " << alignment;
       if (alignment > 16 && size <= kMiddleLimit) {
-        ASSERT_EQ(aligned_class_checked(size, alignment), expect) << "size " << size << " alignment " << alignment;
+        ASSERT_EQ(aligned_class_unchecked(size, alignment), expect) << "size " << size << " alignment " << alignment;
       }
     }
   }
