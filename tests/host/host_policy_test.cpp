@@ -159,31 +159,28 @@ TEST(HostPolicy, TransparentHugePagesAndFirstTouch) {
   EXPECT_VALID(pool);
 }
 
-// The VmFlags of the mapping that holds p ("hg": advised to huge pages).
-std::string vm_flags_of(const void* p) {
+// The line of /proc/self/smaps that starts with `key`, in the mapping that
+// holds p ("" when there is none).
+std::string smaps_line_of(const void* p, const char* key) {
   std::ifstream smaps("/proc/self/smaps");
   const auto a = reinterpret_cast<uintptr_t>(p);
   bool inside = false;
   for (std::string line; std::getline(smaps, line);) {
     uintptr_t lo = 0, hi = 0;
     if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) inside = lo <= a && a < hi;
-    if (inside && line.rfind("VmFlags:", 0) == 0) return line + " ";
+    if (inside && line.rfind(key, 0) == 0) return line;
   }
   return "";
 }
 
+// The VmFlags of the mapping that holds p ("hg": advised to huge pages).
+std::string vm_flags_of(const void* p) { return smaps_line_of(p, "VmFlags:") + " "; }
+
 // kB of transparent huge pages in the mapping that holds p (-1: not found).
 long anon_huge_kib_of(const void* p) {
-  std::ifstream smaps("/proc/self/smaps");
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  bool inside = false;
-  for (std::string line; std::getline(smaps, line);) {
-    uintptr_t lo = 0, hi = 0;
-    long kib = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) inside = lo <= a && a < hi;
-    if (inside && std::sscanf(line.c_str(), "AnonHugePages: %ld kB", &kib) == 1) return kib;
-  }
-  return -1;
+  long kib = -1;
+  std::sscanf(smaps_line_of(p, "AnonHugePages:").c_str(), "AnonHugePages: %ld kB", &kib);
+  return kib;
 }
 
 // huge_pages=auto (the default) advises an arena's memory to transparent

@@ -202,24 +202,22 @@ void usable_sizes() {
 
 // operator new of more than any machine has throws the std::bad_alloc the
 // program catches.
-bool huge_new_throws() {
+// True when the call throws std::bad_alloc.
+template <class New>
+bool throws_bad_alloc(New call) {
   try {
-    void* volatile huge = ::operator new(SIZE_MAX / 2);
-    (void)huge;
+    void* volatile p = call();
+    (void)p;
   } catch (const std::bad_alloc&) {
     return true;
   }
   return false;
 }
-
+bool huge_new_throws() {
+  return throws_bad_alloc([] { return ::operator new(SIZE_MAX / 2); });
+}
 bool odd_aligned_new_throws() {
-  try {
-    void* volatile odd = ::operator new(100, std::align_val_t(24));
-    (void)odd;
-  } catch (const std::bad_alloc&) {
-    return true;
-  }
-  return false;
+  return throws_bad_alloc([] { return ::operator new(100, std::align_val_t(24)); });
 }
 
 void cxx_operators() {
