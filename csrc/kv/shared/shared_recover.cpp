@@ -40,22 +40,27 @@ void hook(HookPoint at) noexcept {
 }
 
 // A robust mutex is one compare-and-swap to take when free, as fast as a
-// plain one. A waiter never sleeps in the kernel: one that did would make
-// every unlock a futex wake system call, which costs more than the O(batch)
-// work the lock guards. It spins on loads a little, then yields the core,
-// as KVBlockPool's lock does. trylock reports a dead holder as lock would.
+// plain one. A waiter first spins on loads, then yields the core up to
+// 128 times: the lock guards O(batch) work, so it is usually free again within
+// a yield, and an uncontended unlock makes no system call. A waiter still
+// not through sleeps in the kernel (pthread_mutex_lock): with more members
+// than cores, endless yielding lets every spinner run before a preempted
+// holder gets the core back. Either way a dead holder is reported
+// (EOWNERDEAD) and repaired here.
 Lock::Lock(Local& l) noexcept : l_(l) {
+  constexpr int kSpins = 64, kYields = 128;
   pthread_mutex_t& m = l.header->lock;
-  int rc;
-  for (int spins = 0;; spins += spins < 64 ? 1 : 0) {
+  int rc = EBUSY;
+  for (int i = 0; i < kSpins + kYields && rc == EBUSY; ++i) {
     rc = held(m) ? EBUSY : pthread_mutex_trylock(&m);
     if (rc != EBUSY) break;
-    if (spins < 64) {
+    if (i < kSpins) {
       pause();
     } else {
       sched_yield();
     }
   }
+  if (rc == EBUSY) rc = pthread_mutex_lock(&m);
   if (rc == EOWNERDEAD) {
     recover(l);
     pthread_mutex_consistent(&m);
