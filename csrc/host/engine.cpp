@@ -351,7 +351,8 @@ size_t Engine::usable_size(const void* p) const noexcept {
   if (p == nullptr) return 0;
   if (deferred_.count() != 0 && is_deferred(p)) return 0;
   // This thread's own live block: the free path's proof, no page descriptor.
-  if (const HeapClassHot* hot = owned_live_block(p)) return hot->block_size;
+  LiveWord live;
+  if (const HeapClassHot* hot = owned_live_block(p, &live)) return hot->block_size;
   const Located loc = locate(p);
   if (loc.kind == Kind::small) {
     // No error recorded here: asking is not misuse.

@@ -121,7 +121,13 @@ class Engine {
   // This thread's free of its own live block: true when done; false, with
   // nothing done, for any other pointer (nullptr too), which free() judges.
   inline bool free_owned(void* p) noexcept;
-  inline HeapClassHot* owned_live_block(const void* p) const noexcept;
+  // The word of p's live bit as the test read it (owned_live_block).
+  struct LiveWord {
+    uint64_t* word;
+    uint64_t bits;
+    uint64_t mask;
+  };
+  inline HeapClassHot* owned_live_block(const void* p, LiveWord* live) const noexcept;
 
   // ---- slow paths and the rest ----
   // *fresh (if given): the block is new memory from the OS, never handed out

@@ -128,7 +128,7 @@ UNIPOOL_ALWAYS_INLINE void Engine::free_local(Heap* heap, Page* page, Block* b) 
 // is pending (kRemotePending clear: p is no block waiting on the remote
 // list). The owner's class line, or nullptr when any of that fails (the
 // slow paths then look closer).
-inline HeapClassHot* Engine::owned_live_block(const void* p) const noexcept {
+inline HeapClassHot* Engine::owned_live_block(const void* p, LiveWord* live) const noexcept {
   const auto a = reinterpret_cast<uintptr_t>(p);
   const uintptr_t off0 = a - arena0_base_.load(std::memory_order_relaxed);
   if (UNIPOOL_LIKELY(off0 < fast_span_.load(std::memory_order_relaxed)) &&
@@ -136,9 +136,12 @@ inline HeapClassHot* Engine::owned_live_block(const void* p) const noexcept {
                          std::memory_order_relaxed) == kSlotSegment)) {
     const Segment* seg = Segment::of(p);
     const PageTag& tag = seg->tags[Segment::tag_index_of(p)];
+    live->word = block_bit_word(a);
+    live->bits = __atomic_load_n(live->word, __ATOMIC_RELAXED);
+    live->mask = uint64_t{1} << block_bit(a);
     if (UNIPOOL_LIKELY((a & 15) == 0 &&
                        tag.owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread) &&
-                       block_is_live(p))) {
+                       (live->bits & live->mask) != 0)) {
       return tag.hot;
     }
   }
@@ -146,7 +149,8 @@ inline HeapClassHot* Engine::owned_live_block(const void* p) const noexcept {
 }
 
 inline bool Engine::free_owned(void* p) noexcept {
-  HeapClassHot* hot = owned_live_block(p);
+  LiveWord live;
+  HeapClassHot* hot = owned_live_block(p, &live);
   if (UNIPOOL_UNLIKELY(hot == nullptr)) return false;
   const uint32_t cached = hot->cached();  // once: an atomic, as in pop_fast_as
   if (UNIPOOL_UNLIKELY(cached >= hot->cache_limit)) {
@@ -156,7 +160,11 @@ inline bool Engine::free_owned(void* p) noexcept {
   // Handed out again soon (LIFO), to a program that writes it: fetch its
   // line now, in the background, as a push onto a list would.
   __builtin_prefetch(p, 1, 3);
-  cache_push(*hot, static_cast<Block*>(p), cached);
+  // The bit cleared from the word the test loaded: only this thread writes
+  // it, and a second load would wait on the same line again.
+  __atomic_store_n(live.word, live.bits & ~live.mask, __ATOMIC_RELAXED);
+  hot->slots[cached] = static_cast<Block*>(p);
+  hot->set_cached(cached + 1);
   return true;
 }
 
