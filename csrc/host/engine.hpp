@@ -187,6 +187,7 @@ class Engine {
   void* alloc_from_queue(Queue& q) noexcept;  // heap_alloc_slow's and shared_alloc's loop
   void heap_free_slow(Heap* heap, Page* page) noexcept;
   void shed_page(Heap* heap, Page* page) noexcept;
+  uint32_t shed_threshold(uint32_t cls, uint32_t capacity) const noexcept;  // Page::shed_at
   void* shared_alloc(uint32_t cls) noexcept;
   Status free_block(Page* page, Block* block) noexcept;  // after the checks: counted, then given back
   void count_free(uint32_t cls) noexcept;

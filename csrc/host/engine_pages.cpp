@@ -55,15 +55,34 @@ void Engine::format_page(Page* page, uint32_t cls) noexcept {
   page->start = seg->page_start(page->index);
   page->capacity = static_cast<uint32_t>(seg->page_bytes(page->index) / page->block_size);
   page->span = page->capacity * page->block_size;
-  // thread_cache=size: shed at a quarter free (engine_small.cpp). At half free,
-  // rpmalloc_random x4 kept 6% more RSS (2,309 vs 2,170 MiB).
-  page->shed_at = config_.thread_cache == HostThreadCache::size ? page->capacity / 4 * 3 : ~uint32_t{0};
+  page->shed_at = shed_threshold(cls, page->capacity);
   // No block is live yet: every bit of the page clear, its tail's too.
   std::memset(seg->page_bits(page->index), 0, uint64_t{seg->page_bit_words(page->index)} * 8);
   page->free = nullptr;
   page->in_full = 0;
   page->used.store(0, std::memory_order_relaxed);
   page->extended.store(0, std::memory_order_relaxed);
+}
+
+// Live blocks at which a local free hands the page to the shared lists
+// (shed_page, engine_small.cpp); ~0: never.
+// - size: at a quarter free. At half free, rpmalloc_random x4 kept 6% more
+//   RSS (2,309 vs 2,170 MiB).
+// - performance: at half free, and only pages of small classes (64 KiB).
+//   exchange (16 B-8 KiB objects passed between threads) peaked at 35.0 /
+//   80.2 MiB where no shedding kept 41.5 / 98.1 MiB (2 / 4 threads), at the
+//   same speed. Shedding at a quarter free (size's point) went further (31.1
+//   / 68.2 MiB) but cost exchange x4 6% of its speed; middle pages (8-32
+//   KiB blocks, 8 to 32 to a page) cross half free so often that mid_mt x2
+//   lost 18%.
+uint32_t Engine::shed_threshold(uint32_t cls, uint32_t capacity) const noexcept {
+  switch (config_.thread_cache) {
+    case HostThreadCache::size: return capacity / 4 * 3;
+    case HostThreadCache::performance: return is_small_class(cls) ? capacity / 2 : ~uint32_t{0};
+    case HostThreadCache::unlimited:
+    case HostThreadCache::none: break;
+  }
+  return ~uint32_t{0};
 }
 
 bool Engine::extend_page(Page* page) noexcept {

@@ -174,8 +174,10 @@ void Engine::heap_free_slow(Heap* heap, Page* page) noexcept {
   }
 }
 
-// thread_cache=size: a page of which a quarter of the blocks are free goes to the
-// shared lists, where any thread that needs a page of its class adopts it.
+// A page with enough of its blocks free (Page::shed_at: a quarter under
+// thread_cache=size, half of a small class's page under performance) goes
+// to the shared lists, where any thread that needs a page of its class
+// adopts it.
 // Threads out of step (one freeing while another allocates) then share free
 // blocks instead of each keeping its own: the pool's footprint follows the
 // threads' live bytes at the same moment, not the sum of each thread's peak.

@@ -127,7 +127,7 @@ struct alignas(64) Page {
   std::atomic<Heap*> heap{nullptr};      // owning heap (nullptr when shared)
   std::atomic<uint32_t> extended{0};     // blocks carved so far (bump)
   // A local free that leaves this many blocks live hands the page to the
-  // shared lists (thread_cache=size: engine_small.cpp); ~0 otherwise.
+  // shared lists (Engine::shed_threshold); ~0: never.
   uint32_t shed_at = ~uint32_t{0};
   uint64_t link_key = 0;  // hardened=on: encodes the links of its blocks (set once per segment)
   uint8_t cls = 0;

@@ -41,8 +41,8 @@ const char* to_string(PinningState s) noexcept;
 // How much free memory a thread keeps for itself (after rpmalloc's study).
 enum class HostThreadCache : uint8_t {
   unlimited,    // keep every empty page; give back at thread exit only
-  performance,  // keep a few MiB of empty pages per thread
-  size,         // keep no empty page; free segments go back at once
+  performance,  // keep a few MiB of empty pages per thread; share half-free pages of blocks <= 8 KiB
+  size,         // keep no empty page; share quarter-free pages; free segments go back at once
   none,         // no thread caches: shared per-class lists under one lock each
 };
 

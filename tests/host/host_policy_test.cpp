@@ -35,40 +35,43 @@ TEST(HostPolicy, SizePolicyKeepsLessThanUnlimited) {
   EXPECT_LT(none, unlimited);
 }
 
-// Thread A frees half of its blocks and stays alive; thread B then allocates
-// as many of the same class. Returns the committed bytes B's allocations
-// added. With `size`, A's half-free pages went to the shared lists and B
-// adopts them; the other policies keep them A's, so B takes new pages.
-uint64_t committed_growth_of_second_thread(const char* policy) {
+// Thread A allocates 100 pages of `block` bytes, frees one block in
+// `every` and stays alive; thread B then allocates as many of the same
+// class. Returns the committed bytes B's allocations added: none when A's
+// partly free pages went to the shared lists and B adopted them, else at
+// least the freed bytes, in new pages.
+uint64_t committed_growth_of_second_thread(const char* policy, size_t block, int every) {
   HostPool pool(conf(std::string("thread_cache=") + policy));
-  constexpr int kBlocks = 6400;  // 100 pages of 64 blocks of 1 KiB
+  const size_t per_page = (block <= 8192 ? 64 << 10 : 256 << 10) / block;
+  const int blocks = static_cast<int>(100 * per_page), freed = blocks / every;
   std::vector<void*> a_blocks, b_blocks;
   std::barrier sync(2);
   uint64_t committed_before = 0, committed_after = 0;
   std::thread a([&] {
-    for (int i = 0; i < kBlocks; ++i) {
-      a_blocks.push_back(pool.allocate(1000));
-      fill(a_blocks.back(), 1000, static_cast<uint8_t>(i));
+    for (int i = 0; i < blocks; ++i) {
+      a_blocks.push_back(pool.allocate(block));
+      fill(a_blocks.back(), block, static_cast<uint8_t>(i));
     }
-    for (int i = 0; i < kBlocks; i += 2) ASSERT_EQ(pool.deallocate(a_blocks[static_cast<size_t>(i)]), Status::ok);
+    for (int i = 0; i < blocks; i += every) ASSERT_EQ(pool.deallocate(a_blocks[static_cast<size_t>(i)]), Status::ok);
     sync.arrive_and_wait();  // B runs now
     sync.arrive_and_wait();
-    for (int i = 1; i < kBlocks; i += 2) {
-      EXPECT_TRUE(intact(a_blocks[static_cast<size_t>(i)], 1000, static_cast<uint8_t>(i)));
+    for (int i = 0; i < blocks; ++i) {
+      if (i % every == 0) continue;
+      EXPECT_TRUE(intact(a_blocks[static_cast<size_t>(i)], block, static_cast<uint8_t>(i)));
       ASSERT_EQ(pool.deallocate(a_blocks[static_cast<size_t>(i)]), Status::ok);
     }
   });
   std::thread b([&] {
     sync.arrive_and_wait();
     committed_before = pool.stats().committed_bytes;
-    for (int i = 0; i < kBlocks / 2; ++i) {
-      b_blocks.push_back(pool.allocate(1000));
-      fill(b_blocks.back(), 1000, static_cast<uint8_t>(i + 7));
+    for (int i = 0; i < freed; ++i) {
+      b_blocks.push_back(pool.allocate(block));
+      fill(b_blocks.back(), block, static_cast<uint8_t>(i + 7));
     }
     committed_after = pool.stats().committed_bytes;
     sync.arrive_and_wait();
-    for (int i = 0; i < kBlocks / 2; ++i) {
-      EXPECT_TRUE(intact(b_blocks[static_cast<size_t>(i)], 1000, static_cast<uint8_t>(i + 7)));
+    for (int i = 0; i < freed; ++i) {
+      EXPECT_TRUE(intact(b_blocks[static_cast<size_t>(i)], block, static_cast<uint8_t>(i + 7)));
       ASSERT_EQ(pool.deallocate(b_blocks[static_cast<size_t>(i)]), Status::ok);
     }
   });
@@ -81,11 +84,19 @@ uint64_t committed_growth_of_second_thread(const char* policy) {
   return committed_after - committed_before;
 }
 
-TEST(HostPolicy, SizePolicyLetsOtherThreadsReusePartlyFreePages) {
-  const uint64_t performance = committed_growth_of_second_thread("performance");
-  const uint64_t size = committed_growth_of_second_thread("size");
-  EXPECT_GE(performance, uint64_t{3} << 20);  // 3,200 blocks of 1 KiB in new pages
-  EXPECT_EQ(size, 0u);                         // in A's shed pages
+// `size` shares a page at a quarter free; `performance` at half free, and
+// only pages of blocks up to 8 KiB; `unlimited` never.
+TEST(HostPolicy, PartlyFreePagesGoToOtherThreadsAsThePolicySays) {
+  // 1,600 blocks of 1 KiB freed, a quarter of each page.
+  EXPECT_EQ(committed_growth_of_second_thread("size", 1000, 4), 0u);
+  EXPECT_GE(committed_growth_of_second_thread("performance", 1000, 4), uint64_t{3} << 19);
+  // 3,200 freed, half of each page.
+  EXPECT_EQ(committed_growth_of_second_thread("size", 1000, 2), 0u);
+  EXPECT_EQ(committed_growth_of_second_thread("performance", 1000, 2), 0u);
+  EXPECT_GE(committed_growth_of_second_thread("unlimited", 1000, 2), uint64_t{3} << 20);
+  // 800 middle blocks of 16 KiB freed, half of each 256 KiB page.
+  EXPECT_EQ(committed_growth_of_second_thread("size", 16000, 2), 0u);
+  EXPECT_GE(committed_growth_of_second_thread("performance", 16000, 2), uint64_t{12} << 20);
 }
 
 TEST(HostPolicy, NoneServesEverythingFromTheSharedLists) {
