@@ -1,7 +1,13 @@
 // unipool kv shared: the lock, the journal, and repairing the books after a
 // member died.
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
+#include <time.h>
+
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -31,6 +37,34 @@ bool held(pthread_mutex_t& m) noexcept {
   return (__atomic_load_n(&m.__data.__lock, __ATOMIC_RELAXED) & FUTEX_TID_MASK) != 0;
 }
 
+// A waiter past its yields sleeps in the kernel on the mutex, 1 ms at a
+// time. Why not one pthread_mutex_lock: a waiter woken there and killed
+// before it took the lock hands its wake-up to nobody, and a member that
+// then takes the lock by trylock does not know of the other sleepers, so
+// its unlock wakes none of them; each looks again on its own. (timedlock
+// takes the wall clock; ThreadSanitizer knows no other timed lock. A clock
+// set back delays only that rare look.)
+int sleep_for_lock(pthread_mutex_t& m) noexcept {
+  for (;;) {
+    timespec until{};
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 1'000'000;
+    if (until.tv_nsec >= 1'000'000'000) {
+      until.tv_nsec -= 1'000'000'000;
+      ++until.tv_sec;
+    }
+    const int rc = pthread_mutex_timedlock(&m, &until);
+#if defined(__SANITIZE_THREAD__)
+    // Its interceptor records only a plain success; the mutex is ours too.
+    if (rc == EOWNERDEAD) {
+      __tsan_mutex_pre_lock(&m, __tsan_mutex_try_lock);
+      __tsan_mutex_post_lock(&m, __tsan_mutex_try_lock, 0);
+    }
+#endif
+    if (rc != ETIMEDOUT) return rc;
+  }
+}
+
 }  // namespace
 
 void set_test_hook(TestHook hook) noexcept { g_hook.store(hook, std::memory_order_relaxed); }
@@ -40,13 +74,13 @@ void hook(HookPoint at) noexcept {
 }
 
 // A robust mutex is one compare-and-swap to take when free, as fast as a
-// plain one. A waiter first spins on loads, then yields the core up to
-// 128 times: the lock guards O(batch) work, so it is usually free again within
-// a yield, and an uncontended unlock makes no system call. A waiter still
-// not through sleeps in the kernel (pthread_mutex_lock): with more members
-// than cores, endless yielding lets every spinner run before a preempted
-// holder gets the core back. Either way a dead holder is reported
-// (EOWNERDEAD) and repaired here.
+// plain one. A waiter first spins on loads, then yields the core up to 128
+// times: the lock guards O(batch) work, so it is usually free again within
+// a yield, and an unlock makes a system call only when a waiter sleeps. A
+// waiter still not through sleeps in the kernel (sleep_for_lock): with
+// more members than cores, endless yielding lets every spinner run before
+// a preempted holder gets the core back. Either way a dead holder is
+// reported (EOWNERDEAD) and repaired here.
 Lock::Lock(Local& l) noexcept : l_(l) {
   constexpr int kSpins = 64, kYields = 128;
   pthread_mutex_t& m = l.header->lock;
@@ -60,7 +94,7 @@ Lock::Lock(Local& l) noexcept : l_(l) {
       sched_yield();
     }
   }
-  if (rc == EBUSY) rc = pthread_mutex_lock(&m);
+  if (rc == EBUSY) rc = sleep_for_lock(m);
   if (rc == EOWNERDEAD) {
     recover(l);
     pthread_mutex_consistent(&m);
