@@ -20,7 +20,7 @@ void Engine::free_uncached(Page* page, Block* b) noexcept {
   // The older half (all of a one-block cache): the newer blocks are the
   // ones still in the core's caches.
   if (hot.cached() != 0) drain_cache(heap, page->cls, hot.cached() - hot.cached() / 2);
-  // A drained block of b's page may have shed the page (thread_cache=size).
+  // A drained block of b's page may have shed the page (Page::shed_at).
   if (page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(heap->thread)) {
     cache_push(hot, b, hot.cached());
   } else {
@@ -39,7 +39,7 @@ void Engine::drain_cache(Heap* heap, uint32_t cls, uint32_t n) noexcept {
   hot.set_cached(hot.cached() - n);
   // Every block onto its page's list first, while every page is still this
   // heap's; then each page once, in address order, where a page may leave
-  // the heap (emptied, or shed under thread_cache=size).
+  // the heap (emptied, or shed: Page::shed_at).
   std::sort(out, out + n);
   for (uint32_t i = 0; i < n; ++i) {
     Page* page = Segment::of(out[i])->page_of(out[i]);
