@@ -111,8 +111,7 @@ inline void* Engine::take_cached(HeapClassHot& hot, uint32_t cached) noexcept {
 
 inline void Engine::cache_push(HeapClassHot& hot, Block* b, uint32_t n) noexcept {
   mark_block_free(b);
-  hot.slots[n] = b;
-  hot.set_cached(n + 1);
+  hot.put(b, n);
 }
 
 UNIPOOL_ALWAYS_INLINE void Engine::free_local(Heap* heap, Page* page, Block* b) noexcept {
@@ -163,8 +162,7 @@ inline bool Engine::free_owned(void* p) noexcept {
   // The bit cleared from the word the test loaded: only this thread writes
   // it, and a second load would wait on the same line again.
   __atomic_store_n(live.word, live.bits & ~live.mask, __ATOMIC_RELAXED);
-  hot->slots[cached] = static_cast<Block*>(p);
-  hot->set_cached(cached + 1);
+  hot->put(static_cast<Block*>(p), cached);
   return true;
 }
 

@@ -41,6 +41,12 @@ struct alignas(64) HeapClassHot {
 
   uint32_t cached() const noexcept { return cached_count.load(std::memory_order_relaxed); }
   void set_cached(uint32_t n) noexcept { cached_count.store(n, std::memory_order_relaxed); }
+  // b onto the cache, which holds n (= cached()) blocks, fewer than its
+  // limit. The block's live bit is the caller's to clear.
+  void put(Block* b, uint32_t n) noexcept {
+    slots[n] = b;
+    set_cached(n + 1);
+  }
   uint64_t live() const noexcept {
     return allocs.load(std::memory_order_relaxed) - frees.load(std::memory_order_relaxed) - cached();
   }

@@ -85,7 +85,7 @@ Lock::Lock(Local& l) noexcept : l_(l) {
   constexpr int kSpins = 64, kYields = 128;
   pthread_mutex_t& m = l.header->lock;
   int rc = EBUSY;
-  for (int i = 0; i < kSpins + kYields && rc == EBUSY; ++i) {
+  for (int i = 0; i < kSpins + kYields; ++i) {
     rc = held(m) ? EBUSY : pthread_mutex_trylock(&m);
     if (rc != EBUSY) break;
     if (i < kSpins) {
