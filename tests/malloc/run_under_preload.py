@@ -13,8 +13,9 @@
       Runs CMD with the face preloaded; it must exit 0 and print TEXT (and
       the face's prefix) on stderr: a refusal the face reports and survives.
   run_under_preload.py maps --lib L [--present NAME] [--absent NAME]
+                          [--max-file-mappings N]
       The face really is mapped into a preloaded process (and NAME is, or
-      is not, mapped beside it).
+      is not, mapped beside it; the face's file takes at most N mappings).
   --env KEY=VALUE (any mode, repeatable) sets a variable for the program,
   e.g. UNIPOOL_HOST_CONF=thread_cache=none.
   --rlimit-as BYTES (any mode) runs the program (both runs) under that
@@ -134,6 +135,9 @@ def maps(args):
     for library in args.absent:
         if library in face.stdout:
             return fail(f"{library} mapped in a preloaded process", face)
+    own = [line for line in face.stdout.splitlines() if line.endswith("/" + name)]
+    if args.max_file_mappings is not None and len(own) > args.max_file_mappings:
+        return fail(f"{name} takes {len(own)} mappings, more than {args.max_file_mappings}:\n" + "\n".join(own))
     print(f"{name} is mapped in a preloaded process; present: {args.present}, absent: {args.absent}")
     return 0
 
@@ -150,6 +154,8 @@ def main():
                    help="maps: a library that must be mapped too (repeatable)")
     p.add_argument("--absent", action="append", default=[], metavar="NAME",
                    help="maps: a library that must not be mapped (repeatable)")
+    p.add_argument("--max-file-mappings", type=int, default=None, metavar="N",
+                   help="maps: most mappings of the face's own file")
     p.add_argument("--rlimit-as", default=None, metavar="BYTES",
                    help="the program's address-space limit (RLIMIT_AS), e.g. 8G")
     argv = sys.argv[1:]
