@@ -135,7 +135,11 @@ def maps(args):
     for library in args.absent:
         if library in face.stdout:
             return fail(f"{library} mapped in a preloaded process", face)
-    own = [line for line in face.stdout.splitlines() if line.endswith("/" + name)]
+    # The file as the loader opened it: --lib may be a symlink to it.
+    real = os.path.basename(os.path.realpath(args.lib))
+    own = [line for line in face.stdout.splitlines() if line.endswith("/" + real)]
+    if not own:
+        return fail(f"no mapping of {real} (the file {name} names) in a preloaded process", face)
     if args.max_file_mappings is not None and len(own) > args.max_file_mappings:
         return fail(f"{name} takes {len(own)} mappings, more than {args.max_file_mappings}:\n" + "\n".join(own))
     print(f"{name} is mapped in a preloaded process; present: {args.present}, absent: {args.absent}")
