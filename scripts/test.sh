@@ -42,4 +42,6 @@ echo "=== python package (torch extension) and pytest, on the null GPU ==="
 scripts/install_python_package.sh
 # torch's own CUDA code runs on the null GPU (tests/nullgpu): no test that
 # needs a GPU is skipped (conftest.py fails the run if CUDA is missing).
-UNIPOOL_REQUIRE_CUDA=1 scripts/nullgpu.sh python3 -m pytest -q tests/python
+# -n: one worker per CPU (pytest-xdist): 5 minutes serially, 3 with two
+# workers on two CPUs. Tests name their shared pools and files by pid.
+UNIPOOL_REQUIRE_CUDA=1 scripts/nullgpu.sh python3 -m pytest -q -n "$jobs" tests/python
