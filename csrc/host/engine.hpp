@@ -185,6 +185,8 @@ class Engine {
   void* heap_alloc_slow(Heap* heap, uint32_t cls) noexcept;
   template <class Queue>
   void* alloc_from_queue(Queue& q) noexcept;  // heap_alloc_slow's and shared_alloc's loop
+  template <class Queue>
+  Page* reclaim_full(Queue& q, bool* damaged) noexcept;
   void heap_free_slow(Heap* heap, Page* page) noexcept;
   void shed_page(Heap* heap, Page* page) noexcept;
   uint32_t shed_threshold(uint32_t cls, uint32_t capacity) const noexcept;  // Page::shed_at

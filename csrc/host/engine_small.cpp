@@ -77,10 +77,33 @@ void Engine::maybe_flush_class(Heap* heap, uint32_t cls) noexcept {
   if (bytes >= kFlushBytes || bytes <= -kFlushBytes) flush_class(heap, cls);
 }
 
+// When a remote free landed on a full page since the last look: the full
+// pages that got some go back to the available ones, their frees collected.
+// The first of them, or nullptr.
+template <class Queue>
+Page* Engine::reclaim_full(Queue& q, bool* damaged) noexcept {
+  if (!q.take_remote_hint()) return nullptr;
+  Page* first = nullptr;
+  for (Page* p = q.lists().full.head; p != nullptr && !*damaged;) {
+    Page* next = p->next;
+    if (p->xfree.load(std::memory_order_relaxed) != nullptr && collect_remote(p, damaged) > 0) {
+      q.lists().full.remove(p);
+      p->in_full = 0;
+      q.lists().avail.push(p);
+      q.avail_changed(+1);
+      if (first == nullptr) first = p;
+    }
+    p = next;
+  }
+  return *damaged ? nullptr : first;
+}
+
 // The one loop behind heap_alloc_slow and shared_alloc: a block from the
-// queue's current page; else its next page with free blocks; else, when a
-// remote free landed on a full page since the last look, the full pages that
-// got some; else a new page. An allocation that finds a damaged block fails
+// queue's current page, its own list then its remote frees; else, when a
+// remote free landed on a full page since the last look, a full page that
+// got some (before the current page carves fresh blocks); else fresh blocks
+// of the current page; else its next page with free blocks; else a new
+// page. An allocation that finds a damaged block fails
 // (Status::corrupted), even where other blocks could serve it: the caller
 // learns of the corruption. What differs between a thread's heap and the
 // shared lists is the Queue's (see the two below).
@@ -91,8 +114,19 @@ void* Engine::alloc_from_queue(Queue& q) noexcept {
   for (;;) {
     if (page != &g_empty_page) {
       if (page->free == nullptr) collect_remote(page, &damaged);
+      if (page->free == nullptr && !damaged) {
+        // Blocks other threads gave back first, fresh ones after: carving
+        // first would touch new memory while freed blocks wait on full
+        // pages (a producer whose consumer frees its blocks kept two pages
+        // of each class resident).
+        if (Page* back = reclaim_full(q, &damaged)) {
+          page = back;
+          q.current() = page;
+        } else if (!damaged) {
+          extend_page(page);
+        }
+      }
       if (damaged) return nullptr;
-      if (page->free == nullptr) extend_page(page);
       if (page->free != nullptr) {
         Block* b = pop_block(page);  // nullptr: a damaged block, reported
         if (b != nullptr) q.count_alloc();
@@ -103,19 +137,8 @@ void* Engine::alloc_from_queue(Queue& q) noexcept {
       page->in_full = 1;
       q.lists().full.push(page);
     }
-    if (q.take_remote_hint()) {
-      for (Page* p = q.lists().full.head; p != nullptr;) {
-        Page* next = p->next;
-        if (p->xfree.load(std::memory_order_relaxed) != nullptr && collect_remote(p, &damaged) > 0) {
-          q.lists().full.remove(p);
-          p->in_full = 0;
-          q.lists().avail.push(p);
-          q.avail_changed(+1);
-        }
-        p = next;
-      }
-      if (damaged) return nullptr;
-    }
+    reclaim_full(q, &damaged);
+    if (damaged) return nullptr;
     page = q.lists().avail.head;
     if (page == nullptr) {
       page = q.refill();
