@@ -121,11 +121,13 @@ class Engine {
   // This thread's free of its own live block: true when done; false, with
   // nothing done, for any other pointer (nullptr too), which free() judges.
   inline bool free_owned(void* p) noexcept;
-  // The word of p's live bit as the test read it (owned_live_block).
+  // The word of p's live bit as the test read it (owned_live_block), and
+  // whether other threads' frees were pending on its page.
   struct LiveWord {
     uint64_t* word;
     uint64_t bits;
     uint64_t mask;
+    bool remote_pending;
   };
   inline HeapClassHot* owned_live_block(const void* p, LiveWord* live) const noexcept;
 

@@ -113,7 +113,7 @@ bool Engine::extend_page(Page* page) noexcept {
 // (only the owner's on-the-spot refusal of a second free of that block is
 // lost: this walk still reports it); a flag set after it always comes
 // before a push that lands after the take. So no flag is left set over an
-// empty list, which would keep the owner's frees off the fast path.
+// empty list, which would make the owner's frees read their blocks.
 // A block that fails ends the walk: it and the blocks behind it stay counted
 // as used and are never handed out (engine_corruption.cpp).
 uint32_t Engine::collect_remote(Page* page, bool* damaged) noexcept {

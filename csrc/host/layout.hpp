@@ -205,8 +205,8 @@ struct HeapClassHot;
 // kRemotePending, set by a free from another thread before it pushes onto
 // the page's remote list (push_remote), cleared by the owner after it
 // takes the list (collect_remote) or by a change of owner. With it set the
-// owner's fast path no longer matches and takes the slow one, where a block
-// pending on the remote list is told apart from a live one.
+// owner's fast free path reads the block's cookie too, which tells a block
+// pending on the remote list apart from a live one (Engine::owned_live_block).
 // hot: the owning heap's line of the page's class; nullptr for a shared or
 // free page (an unformatted page a heap keeps has no set bit, so the fast
 // path never reads it).

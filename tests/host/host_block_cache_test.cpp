@@ -6,6 +6,8 @@
 // recounts it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -92,25 +94,29 @@ TEST(HostBlockCache, AnotherThreadsSecondFreeIsFoundByTheOwner) {
   EXPECT_EQ(pool.deallocate(keep), Status::ok);
 }
 
-// A remote free turns the owner's fast free away from the page (its tag's
-// pending flag) until the owner collects: the owner's frees into the page
-// skip the cache meanwhile; after the collect they are cached again (a flag
-// the collect left set would keep them off the cache).
-TEST(HostBlockCache, ARemoteFreeSendsTheOwnerSlowOnlyUntilItCollects) {
+// A remote free flags the page (its tag) until the owner collects. The
+// owner's frees into the page stay on the fast path meanwhile and are
+// cached, but with their cookie written, as on a list: another thread's
+// second free of such a block is refused on the spot, and the block still
+// pending on the remote list is refused to the owner.
+TEST(HostBlockCache, ARemoteFreeMakesTheOwnersCachedFreesRefusableUntilItCollects) {
   HostPool pool(kTestConf);
   void* by_other = pool.allocate(96);
   void* first = pool.allocate(96);
   void* second = pool.allocate(96);
   std::thread([&] { EXPECT_EQ(pool.deallocate(by_other), Status::ok); }).join();
   ASSERT_EQ(pool.deallocate(first), Status::ok);
-  EXPECT_EQ(class_of(pool, 96).cached_blocks, 0u);         // to the page's list, past the cache
+  EXPECT_EQ(class_of(pool, 96).cached_blocks, 1u);
+  std::thread([&] { EXPECT_EQ(pool.deallocate(first), Status::not_live); }).join();
   EXPECT_EQ(pool.deallocate(by_other), Status::not_live);  // pending: still refused
+  EXPECT_EQ(pool.stats().misuse_errors, 2u);
   EXPECT_VALID(pool);
   // Allocate until the page runs dry and the owner collects: by_other
-  // comes back.
+  // comes back, once.
   std::vector<void*> taken;
   while (taken.size() < 2000 && (taken.empty() || taken.back() != by_other)) taken.push_back(pool.allocate(96));
   ASSERT_EQ(taken.back(), by_other);
+  EXPECT_EQ(std::count(taken.begin(), taken.end(), first), 1);
   ASSERT_EQ(pool.deallocate(second), Status::ok);
   EXPECT_EQ(class_of(pool, 96).cached_blocks, 1u);
   EXPECT_EQ(pool.deallocate(second), Status::not_live);
@@ -121,8 +127,9 @@ TEST(HostBlockCache, ARemoteFreeSendsTheOwnerSlowOnlyUntilItCollects) {
 
 // A middle page (256 KiB) has a tag per 64 KiB, all alike: a remote free
 // flags each of them, so the owner's free of any block of the page, in its
-// quarter or another, goes past the cache until the owner collects. The
-// page is not the segment's first, where page and tag indexes coincide.
+// quarter or another, writes the block's cookie until the owner collects,
+// and another thread's second free of it is refused. The page is not the
+// segment's first, where page and tag indexes coincide.
 TEST(HostBlockCache, ARemoteFreeFlagsEveryQuarterOfAMiddlePage) {
   HostPool pool(kTestConf);
   constexpr size_t kSize = 20 << 10;
@@ -144,7 +151,8 @@ TEST(HostBlockCache, ARemoteFreeFlagsEveryQuarterOfAMiddlePage) {
   std::thread([&] { EXPECT_EQ(pool.deallocate(by_other), Status::ok); }).join();
   EXPECT_EQ(pool.deallocate(by_other), Status::not_live);  // pending on the remote list: refused
   ASSERT_EQ(pool.deallocate(mine), Status::ok);
-  EXPECT_EQ(class_of(pool, kSize).cached_blocks, 0u);  // past the cache
+  EXPECT_EQ(class_of(pool, kSize).cached_blocks, 1u);
+  std::thread([&] { EXPECT_EQ(pool.deallocate(mine), Status::not_live); }).join();
   EXPECT_VALID(pool);
   for (void* p : blocks) {
     if (p == by_other || p == mine) continue;
