@@ -7,8 +7,10 @@
 // per class, a bounded stack of pointers to the blocks it freed most
 // recently from its own pages. A free pushes the pointer and clears the
 // block's live bit; an allocation pops the top, a block it freed a few
-// operations ago. Neither reads or writes the block. jemalloc's tcache and
-// tcmalloc's per-CPU caches keep pointers the same way.
+// operations ago. Neither reads or writes the block (but a free into a page
+// with other threads' frees pending, which reads and writes its cookie:
+// Engine::owned_live_block). jemalloc's tcache and tcmalloc's per-CPU
+// caches keep pointers the same way.
 //
 // Invariants (validate() checks each):
 // - A cached block is free for its user (counted as cached, not live), its
@@ -18,6 +20,8 @@
 //   live blocks are the heaps' live blocks plus the cached ones. Another
 //   thread's second free is found when the owner collects it: its bit is
 //   clear, or, if the owner handed the block out again, its cookie is gone.
+//   A block cached while other threads' frees were pending on its page
+//   carries its cookie, so that second free is refused at once.
 // - Every cached block is on a page its heap owns. A page leaves its heap
 //   (shed to the shared lists, abandoned at thread exit) only after its
 //   cached blocks went back to its local list.

@@ -202,7 +202,8 @@ Status Engine::check_block(Page* page, const void* p) const noexcept {
   // Free: on a list (its cookie) or in its owner's block cache (its bit).
   // Only the owner reads the bit here: for another thread it is a line the
   // owner keeps writing. A block of the owner's cache that another thread
-  // frees again is caught when the owner collects it (collect_remote).
+  // frees again is caught when the owner collects it (collect_remote), or
+  // here when it was cached with its cookie (owned_live_block).
   const auto* b = static_cast<const Block*>(p);
   const bool owner = page->owner.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(t_thread);
   if (b->cookie == (reinterpret_cast<uintptr_t>(p) ^ secret_) || (owner && !block_is_live(p))) {

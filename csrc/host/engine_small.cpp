@@ -84,7 +84,10 @@ template <class Queue>
 Page* Engine::reclaim_full(Queue& q, bool* damaged) noexcept {
   if (!q.take_remote_hint()) return nullptr;
   Page* first = nullptr;
-  for (Page* p = q.lists().full.head; p != nullptr && !*damaged;) {
+  // Every full page is looked at, even past a damaged one: the hint is
+  // spent, and a page left out would keep its remote frees until the owner
+  // frees into it.
+  for (Page* p = q.lists().full.head; p != nullptr;) {
     Page* next = p->next;
     if (p->xfree.load(std::memory_order_relaxed) != nullptr && collect_remote(p, damaged) > 0) {
       q.lists().full.remove(p);

@@ -13,9 +13,10 @@
 // first one by the cookie.
 //
 // The owner's fast free path reads neither the block (a cold line that it
-// otherwise only writes) nor the page descriptor (two lines per page, too
-// many to stay cached under a big live set). It reads two things the
-// segment header keeps for it:
+// otherwise only writes; but while other threads' frees are pending on the
+// page, see PageTag) nor the page descriptor (two lines per page, too many
+// to stay cached under a big live set). It reads two things the segment
+// header keeps for it:
 // - the live bitmap: one bit per 16-byte granule of the segment, set only
 //   at the first granule of a block its owner handed out and has not had
 //   back (blocks on the local free list, in the owner's block cache,
