@@ -143,15 +143,16 @@ inline HeapClassHot* Engine::owned_live_block(const void* p, LiveWord* live) con
     const uintptr_t owner = tag.owner.load(std::memory_order_relaxed);
     const auto self = reinterpret_cast<uintptr_t>(t_thread);
     live->remote_pending = false;
-    if (UNIPOOL_LIKELY((a & 15) == 0 && owner == self && (live->bits & live->mask) != 0)) return tag.hot;
-    // A page other threads free into keeps the flag until its owner
-    // collects: its owner's own frees stay here, one read of a line the
-    // program just used, not the whole slow path (exchange: 82% of local
-    // frees went there).
-    if ((a & 15) == 0 && owner == (self | kRemotePending) && (live->bits & live->mask) != 0 &&
-        static_cast<const Block*>(p)->cookie != (a ^ secret_)) {
-      live->remote_pending = true;
-      return tag.hot;
+    if (UNIPOOL_LIKELY((a & 15) == 0 && (live->bits & live->mask) != 0)) {
+      if (UNIPOOL_LIKELY(owner == self)) return tag.hot;
+      // A page other threads free into keeps the flag until its owner
+      // collects: its owner's own frees stay here, one read of a line the
+      // program just used, not the whole slow path (exchange: 82% of local
+      // frees went there).
+      if (owner == (self | kRemotePending) && static_cast<const Block*>(p)->cookie != (a ^ secret_)) {
+        live->remote_pending = true;
+        return tag.hot;
+      }
     }
   }
   return nullptr;

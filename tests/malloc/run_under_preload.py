@@ -127,19 +127,17 @@ def warn(args):
 def maps(args):
     face = run(["cat", "/proc/self/maps"], args.lib)
     name = os.path.basename(args.lib)
-    if face.returncode != 0 or name not in face.stdout:
-        return fail(f"{name} not mapped in a preloaded process", face)
+    # The file as the loader opened it: --lib may be a symlink to it.
+    real = os.path.basename(os.path.realpath(args.lib))
+    own = [line for line in face.stdout.splitlines() if line.endswith("/" + real)]
+    if face.returncode != 0 or not own:
+        return fail(f"{name} (the file {real}) not mapped in a preloaded process", face)
     for library in args.present:
         if library not in face.stdout:
             return fail(f"{library} not mapped in a preloaded process", face)
     for library in args.absent:
         if library in face.stdout:
             return fail(f"{library} mapped in a preloaded process", face)
-    # The file as the loader opened it: --lib may be a symlink to it.
-    real = os.path.basename(os.path.realpath(args.lib))
-    own = [line for line in face.stdout.splitlines() if line.endswith("/" + real)]
-    if not own:
-        return fail(f"no mapping of {real} (the file {name} names) in a preloaded process", face)
     if args.max_file_mappings is not None and len(own) > args.max_file_mappings:
         return fail(f"{name} takes {len(own)} mappings, more than {args.max_file_mappings}:\n" + "\n".join(own))
     print(f"{name} is mapped in a preloaded process; present: {args.present}, absent: {args.absent}")
