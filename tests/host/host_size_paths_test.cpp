@@ -97,8 +97,8 @@ TEST(HostPool, EachSizePathEndsWhereItShould) {
     size_t usable_past;  // 0: not checked (a large block's size)
   };
   const Case cases[] = {
-      {"", 8192, &HostPoolStats::small_blocks, &HostPoolStats::middle_blocks, 10240},
-      {"thread_cache=size", 8192, &HostPoolStats::small_blocks, &HostPoolStats::middle_blocks, 10240},
+      {"", 8192, &HostPoolStats::small_blocks, &HostPoolStats::middle_blocks, 9216},
+      {"thread_cache=size", 8192, &HostPoolStats::small_blocks, &HostPoolStats::middle_blocks, 9216},
       {"", size_t{128} << 10, &HostPoolStats::middle_blocks, &HostPoolStats::large_blocks, 0},
       {"thread_cache=size", size_t{32} << 10, &HostPoolStats::middle_blocks, &HostPoolStats::large_blocks, 0},
       {"middle_max=64KiB", size_t{64} << 10, &HostPoolStats::middle_blocks, &HostPoolStats::large_blocks, 0},
