@@ -73,7 +73,7 @@ void Engine::format_page(Page* page, uint32_t cls) noexcept {
 //   80.2 MiB where no shedding kept 41.5 / 98.1 MiB (2 / 4 threads), at the
 //   same speed. Shedding at a quarter free (size's point) went further (31.1
 //   / 68.2 MiB) but cost exchange x4 6% of its speed; middle pages (mid_mt's
-//   10-32 KiB classes, 8 to 25 blocks to a page) cross half free so often
+//   9-32 KiB classes, 8 to 28 blocks to a page) cross half free so often
 //   that mid_mt x2 lost 18%.
 uint32_t Engine::shed_threshold(uint32_t cls, uint32_t capacity) const noexcept {
   switch (config_.thread_cache) {

@@ -73,9 +73,9 @@ TEST(HostPool, SmallAndMiddleBlocksUseSizeClassesWithBoundedWaste) {
     const size_t usable = pool.usable_size(p);
     EXPECT_GE(usable, size);
     // Four classes per power of two: at most 25% over (16 B minimum);
-    // eight between 1 and 8 KiB: at most 12.5%.
+    // eight between 1 and 16 KiB: at most 12.5%.
     EXPECT_LE(usable, std::max<size_t>(16, size + size / 4 + 15)) << size;
-    if (size > 1024 && size <= 8192) {
+    if (size > 1024 && size <= 16384) {
       EXPECT_LE(usable, size + size / 8) << size;
     }
     ASSERT_EQ(pool.deallocate(p), Status::ok);
