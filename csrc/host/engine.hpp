@@ -81,7 +81,11 @@ struct ArenaGrant {
 
 // The shared list of one size class: pages owned by no thread.
 struct alignas(64) SharedClass {
-  Mutex lock;
+  // A futex lock, not a pthread mutex: validate() and fork_prepare() hold
+  // every class's lock at once, and ThreadSanitizer's deadlock detector
+  // follows at most 64 pthread mutexes held by one thread (64 classes, with
+  // the pages, heaps and setup locks, passed it).
+  FutexMutex lock;
   Page* page = &g_empty_page;  // current page
   PageList avail;
   PageList full;

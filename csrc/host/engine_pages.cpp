@@ -206,7 +206,7 @@ Page* Engine::acquire_page(Heap* heap, uint32_t cls) noexcept {
 Page* Engine::take_shared_page(uint32_t cls, ThreadState* thread, Heap* heap) noexcept {
   SharedClass& sc = shared_[cls];
   if (sc.adoptable.load(std::memory_order_relaxed) == 0) return nullptr;
-  LockGuard lock(sc.lock);
+  FutexGuard lock(sc.lock);
   for (Page* page = sc.avail.head; page != nullptr; page = page->next) {
     if (page == sc.page) continue;
     sc.avail.remove(page);

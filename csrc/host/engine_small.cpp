@@ -216,7 +216,7 @@ void Engine::shed_page(Heap* heap, Page* page) noexcept {
     retire_empty_page(heap, page);
     return;
   }
-  LockGuard lock(sc.lock);
+  FutexGuard lock(sc.lock);
   heap->lists[cls].avail.remove(page);
   collect_remote(page);
   set_owner(page, nullptr, kOwnerShared);
@@ -250,7 +250,7 @@ void* Engine::shared_alloc(uint32_t cls) noexcept {
       return page;
     }
   } queue{*this, shared_[cls], cls};
-  LockGuard lock(shared_[cls].lock);
+  FutexGuard lock(shared_[cls].lock);
   return alloc_from_queue(queue);
 }
 
@@ -313,7 +313,7 @@ void Engine::push_remote(Page* page, Block* first, Block* last) noexcept {
 void Engine::give_back_shared(uintptr_t self, Page* page, Block* block) noexcept {
   SharedClass& sc = shared_[page->cls];
   {
-    LockGuard lock(sc.lock);
+    FutexGuard lock(sc.lock);
     if (page->owner.load(std::memory_order_seq_cst) == kOwnerShared) {
       const uint32_t used = push_local(page, block);
       if (page->in_full) {
@@ -343,7 +343,7 @@ void Engine::abandon_pages(Heap* heap) noexcept {
     HeapClassHot& hot = heap->hot[cls];
     HeapClassLists& lists = heap->lists[cls];
     SharedClass& sc = shared_[cls];
-    LockGuard lock(sc.lock);
+    FutexGuard lock(sc.lock);
     for (PageList* list : {&lists.avail, &lists.full}) {
       while (Page* page = list->pop()) {
         collect_remote(page);
