@@ -85,7 +85,7 @@ struct alignas(64) SharedClass {
   // every class's lock at once, and ThreadSanitizer's deadlock detector
   // follows at most 64 pthread mutexes held by one thread (64 classes, with
   // the pages, heaps and setup locks, passed it).
-  FutexMutex lock;
+  mutable FutexMutex lock;     // validate() takes it on a const pool
   Page* page = &g_empty_page;  // current page
   PageList avail;
   PageList full;

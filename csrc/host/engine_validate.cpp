@@ -269,7 +269,7 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::validate_paused(std::string* why_
   int64_t unflushed = 0;
   {
     LockGuard heaps(heaps_lock_);
-    for (const SharedClass& sc : shared_) const_cast<FutexMutex&>(sc.lock).lock();
+    for (const SharedClass& sc : shared_) sc.lock.lock();
     LockGuard pages(pages_lock_);
     LockGuard setup(setup_lock_);
     for (const Arena& a : arenas_) a.mutex().lock();
@@ -342,7 +342,7 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::validate_paused(std::string* why_
       }
     }
     for (uint32_t i = kMaxArenas; i-- > 0;) arenas_[i].mutex().unlock();
-    for (uint32_t c = kNumClasses; c-- > 0;) const_cast<FutexMutex&>(shared_[c].lock).unlock();
+    for (uint32_t c = kNumClasses; c-- > 0;) shared_[c].lock.unlock();
   }
   if (ok) {
     // The stats identity, from the public figures.

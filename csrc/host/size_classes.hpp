@@ -37,6 +37,8 @@ inline constexpr uint32_t kDenseMax = 1024;
 inline constexpr uint32_t kNumDenseClasses = 20;
 inline constexpr uint32_t kMiddleLimit = 128 << 10;  // largest middle_max
 inline constexpr uint32_t kNumSmallClasses = 44;
+// Classes step by an eighth of a power of two from 1 KiB up to this size.
+inline constexpr uint32_t kFineMax = 16 << 10;
 inline constexpr uint32_t kNumClasses = 64;
 // Largest alignment the classes serve; page starts are aligned to it.
 inline constexpr uint32_t kMaxClassAlignment = 4096;
@@ -47,7 +49,7 @@ constexpr std::array<uint32_t, kNumClasses> make_class_sizes() {
   uint32_t n = 0;
   for (uint32_t s = 16; s <= 128; s += 16) sizes[n++] = s;
   for (uint32_t base = 128; base < kMiddleLimit; base *= 2) {
-    const uint32_t steps = base >= 1024 && base < 16384 ? 8 : 4;
+    const uint32_t steps = base >= 1024 && base < kFineMax ? 8 : 4;
     for (uint32_t k = steps + 1; k <= 2 * steps; ++k) sizes[n++] = base / steps * k;
   }
   return sizes;

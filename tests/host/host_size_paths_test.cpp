@@ -75,7 +75,7 @@ TEST(HostPool, SmallAndMiddleBlocksUseSizeClassesWithBoundedWaste) {
     // Four classes per power of two: at most 25% over (16 B minimum);
     // eight between 1 and 16 KiB: at most 12.5%.
     EXPECT_LE(usable, std::max<size_t>(16, size + size / 4 + 15)) << size;
-    if (size > 1024 && size <= 16384) {
+    if (size > 1024 && size <= host::kFineMax) {
       EXPECT_LE(usable, size + size / 8) << size;
     }
     ASSERT_EQ(pool.deallocate(p), Status::ok);
