@@ -162,6 +162,25 @@ Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, con
   return Status::out_of_space;
 }
 
+Status Arena::allocate_used(uint64_t size, uint64_t alignment, const ArenaSettings& settings, RangeAllocation* out,
+                            ArenaDelta* delta, ArenaBlocked* blocked) noexcept {
+  *blocked = ArenaBlocked::fresh;
+  InternalScope internal;
+  try {
+    new (out) RangeAllocation(ranges_->allocate(size, alignment > kBlockAlignment ? alignment : 0));
+  } catch (...) {
+    return Status::out_of_space;
+  }
+  if (!*out) return Status::out_of_space;
+  if (out->offset + out->extent > handed_high_) {
+    ranges_->deallocate(out->offset, out->handle);
+    return Status::out_of_space;
+  }
+  *blocked = ArenaBlocked::no;
+  recommit(out->offset, out->extent, settings, delta);
+  return Status::ok;
+}
+
 Status Arena::free(uint64_t offset, uint64_t handle) noexcept {
   InternalScope internal;
   return ranges_->deallocate(offset, handle);

@@ -64,6 +64,7 @@ enum class ArenaBlocked : uint8_t {
   full,     // the reserved address space is used up
   limit,    // growing would pass the pool's limit on committed bytes
   pinning,  // the pinning thread is registering the chunks at the end
+  fresh,    // allocate_used(): only memory never handed out would fit
 };
 
 // Chunks the pinning thread committed and registered without the arena's
@@ -100,6 +101,11 @@ class alignas(64) Arena {
   // the pinning thread at the end is in flight: wait for it and retry).
   Status allocate(uint64_t size, uint64_t alignment, uint64_t headroom, const ArenaSettings& settings,
                   RangeAllocation* out, ArenaDelta* delta, Message* why, ArenaBlocked* blocked, bool* fresh) noexcept;
+  // The same without growing, and only below the highest range ever handed
+  // out (memory the program touched before, unless trimmed since): else
+  // out_of_space with *blocked = fresh, nothing changed.
+  Status allocate_used(uint64_t size, uint64_t alignment, const ArenaSettings& settings, RangeAllocation* out,
+                       ArenaDelta* delta, ArenaBlocked* blocked) noexcept;
   Status free(uint64_t offset, uint64_t handle) noexcept;
   // A used range grown into the free range after it or shrunk in place
   // (RangeAllocator::resize); decommitted chunks it grows over are

@@ -3,7 +3,8 @@
 // Paths by size (docs/host_pool.md):
 //   small/middle  thread heaps (heap.hpp) over segments (layout.hpp), or the
 //                 shared class lists when thread caches are off
-//   large         exact-size blocks with a 64-byte header, from the arenas
+//   large         blocks with a 64-byte header, from the arenas, the ones up
+//                 to 256 KiB through the threads' large caches (large_cache.hpp)
 //   huge          own mappings, in the books of huge_blocks.hpp with a small cache
 //
 // Locks, always taken in this order: registry (thread_state.cpp) -> heaps_lock_
@@ -57,7 +58,7 @@ inline constexpr uint8_t kNoClass = 255;  // a page a heap keeps empty
 
 // The header in front of every large block.
 struct LargeHeader {
-  uintptr_t magic;       // kLargeLive / kLargeFreed ^ user address ^ secret
+  uintptr_t magic;       // kLargeLive / kLargeCached / kLargeFreed ^ user address ^ secret
   uint64_t handle;       // the range allocator's
   uint64_t offset;       // of the block in its arena
   uint64_t extent;       // bytes the block occupies in the arena
@@ -69,6 +70,7 @@ struct LargeHeader {
 static_assert(sizeof(LargeHeader) <= kLargeHeader);
 inline constexpr uintptr_t kLargeLive = 0x756e69706f6f6c4cull;   // "unipoolL"
 inline constexpr uintptr_t kLargeFreed = 0x756e69706f6f6c46ull;  // "unipoolF"
+inline constexpr uintptr_t kLargeCached = 0x756e69706f6f6c43ull;  // "unipoolC": in a large cache
 
 // What arena_allocate() carved, read under the arena's lock.
 struct ArenaGrant {
@@ -268,6 +270,8 @@ class Engine {
   // double_free: the block was already free for its owner when another
   // thread freed it (found when the owner collects remote frees).
   void report_corruption(const Page* page, const Block* block, bool double_free = false) const noexcept;
+  void report_large_corruption(const void* block) const noexcept;
+  void report_corruption(const Message& what) const noexcept;
 
   // ---- large (engine_large.cpp) ----
   void* allocate_large(size_t size, size_t alignment, bool* fresh) noexcept;
@@ -275,14 +279,22 @@ class Engine {
   // reallocate's first try for a large block: p grown into the free range
   // after it or shrunk in place; nullptr: copy instead.
   void* resize_large(uint32_t arena_index, void* p, size_t size) noexcept;
-  LargeHeader* large_header(Arena* arena, const void* p) const noexcept UNIPOOL_REQUIRES(arena->mutex());
+  LargeHeader* large_header(Arena* arena, const void* p) const noexcept UNIPOOL_REQUIRES(arena->mutex()) {
+    return large_header_as(arena, p, kLargeLive);
+  }
+  // p's header if its magic says `state` (kLargeLive, kLargeCached) and the
+  // range allocator agrees.
+  LargeHeader* large_header_as(Arena* arena, const void* p, uintptr_t state) const noexcept
+      UNIPOOL_REQUIRES(arena->mutex());
   // The same checks but the range allocator's (no lock): for usable_size().
   const LargeHeader* large_header_unlocked(const Arena* arena, const void* p) const noexcept;
   // A range, from arena `preferred` first, then any other; adds an arena when
   // all are full. Takes each arena's lock in turn.
   Status arena_allocate(uint32_t preferred, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why) noexcept;
-  Status try_arena(uint32_t i, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why,
-                   ArenaBlocked* blocked) noexcept;
+  // used_only: only memory the arena handed out before (Arena::allocate_used).
+  Status try_arena(uint32_t i, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why, ArenaBlocked* blocked,
+                   bool used_only = false) noexcept;
+  Status large_range(Heap* heap, uint64_t bytes, uint64_t range_alignment, ArenaGrant* g, Message* why) noexcept;
   Status try_arena_waiting(uint32_t i, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why,
                            ArenaBlocked* blocked, bool serial) noexcept;
   bool add_arena(Message* why) noexcept UNIPOOL_REQUIRES(setup_lock_);
@@ -293,10 +305,20 @@ class Engine {
   // the gauges for a thread without a heap.
   void account_large(Heap* heap, int64_t blocks, int64_t requested, int64_t extent) noexcept;
   Heap* large_heap() const noexcept;  // the calling thread's heap of this pool, or null
+  // ---- the threads' large caches (engine_large_cache.cpp, large_cache.hpp) ----
+  // The arena bytes a request of `size` takes to fit its class of the
+  // heap's large cache; 0 when the cache cannot hold it.
+  uint64_t large_cache_fit(Heap* heap, size_t size, size_t alignment) const noexcept;
+  void* large_cache_take(Heap* heap, size_t size) noexcept;                // nullptr: none cached
+  bool large_cache_put(Heap* heap, const Arena* arena, void* p) noexcept;  // false: free it the locked way
+  void large_cache_drain(Heap* heap, uint32_t cls, uint32_t n) noexcept;   // the n oldest of class cls
+  void large_cache_drain_all(Heap* heap) noexcept;
+  uint64_t large_cache_release(void* p) noexcept;
   uint32_t large_arena_of(Heap* heap) noexcept;  // the arena of the thread's shard
   void fold_large(Heap* heap) noexcept;
   struct LargeSums {
     int64_t blocks = 0, requested = 0, extent = 0;
+    int64_t cached_blocks = 0, cached_extent = 0;  // in the heaps' large caches
   };
   LargeSums count_large_tallies() const noexcept UNIPOOL_REQUIRES(heaps_lock_);
   void ensure_pinner() noexcept;
@@ -347,6 +369,7 @@ class Engine {
   void fill_counters(HostPoolStats& st, const LiveSums& live) const noexcept;
   bool validate_pages(const int64_t live[kNumClasses], Message* why) const;
   bool validate_caches(int64_t cached[kNumClasses], Message* why) const;
+  bool validate_large_caches(Message* why) const UNIPOOL_REQUIRES(heaps_lock_);
   int64_t free_list_length(const Page& page, const Block* head, bool local, Message* why) const;
   bool is_deferred(const void* p) const noexcept;
   void refresh_fast_span() noexcept UNIPOOL_REQUIRES(deferred_.lock());

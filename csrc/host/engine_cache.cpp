@@ -57,6 +57,7 @@ void Engine::drain_caches(Heap* heap) noexcept {
   for (uint32_t cls = 0; cls < kNumClasses; ++cls) {
     if (heap->hot[cls].cached() != 0) drain_cache(heap, cls, heap->hot[cls].cached());
   }
+  large_cache_drain_all(heap);
 }
 
 // Straight onto the local list, without the checks of heap_free_slow: the
@@ -96,6 +97,7 @@ bool Engine::relieve_pressure() noexcept {
   if (ref.generation != generation_) return false;
   bool had = false;
   for (const HeapClassHot& hot : ref.heap->hot) had = had || hot.cached() != 0;
+  had = had || ref.heap->large_cache.blocks.load(std::memory_order_relaxed) != 0;
   ref.heap->drain_seen = drain_epoch_.load(std::memory_order_relaxed);
   drain_caches(ref.heap);
   return had;

@@ -25,6 +25,17 @@ void Engine::report_corruption(const Page* page, const Block* block, bool double
         .add_dec(page->block_size)
         .add("-byte block; its free-list link or cookie was overwritten)");
   }
+  report_corruption(what);
+}
+
+void Engine::report_large_corruption(const void* block) const noexcept {
+  report_corruption(Message{}
+                        .add("heap corruption: the header of the large block at ")
+                        .add_ptr(block)
+                        .add(", free in a thread's large cache, was overwritten (it is left unused)"));
+}
+
+void Engine::report_corruption(const Message& what) const noexcept {
   if (counters_.corruption.fetch_add(1, std::memory_order_relaxed) == 0) first_corruption_ = what;
   fail(Status::corrupted, Message{}.add("unipool host pool: ").add(what.c_str()));
   if (CorruptionHandler handler = corruption_handler()) handler(what.c_str());

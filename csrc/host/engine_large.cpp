@@ -1,5 +1,6 @@
-// unipool host: large blocks, exact sizes from the arenas' range allocators,
-// each behind a 64-byte header that names its range.
+// unipool host: large blocks from the arenas' range allocators (exact sizes,
+// or their large-cache class's: large_cache.hpp), each behind a 64-byte
+// header that names its range.
 #include "backend/host_pinner.hpp"
 #include "host/engine.hpp"
 #include "host/history_pinner.hpp"
@@ -103,13 +104,15 @@ uint32_t Engine::arena_of_shard(uint32_t shard) noexcept {
 }
 
 Status Engine::try_arena(uint32_t i, uint64_t size, uint64_t alignment, ArenaGrant* out, Message* why,
-                         ArenaBlocked* blocked) noexcept {
+                         ArenaBlocked* blocked, bool used_only) noexcept {
   FutexMutex& m = arenas_[i].mutex();
   m.lock();
   Arena& arena = arenas_[i];
   ArenaDelta delta;
-  const Status s =
-      arena.allocate(size, alignment, headroom(), arena_settings_, &out->range, &delta, why, blocked, &out->fresh);
+  const Status s = used_only ? arena.allocate_used(size, alignment, arena_settings_, &out->range, &delta, blocked)
+                             : arena.allocate(size, alignment, headroom(), arena_settings_, &out->range, &delta, why,
+                                              blocked, &out->fresh);
+  if (used_only) out->fresh = false;
   if (s == Status::ok) {
     out->index = i;
     out->extent = out->range.extent;
@@ -226,6 +229,7 @@ void Engine::account_large(Heap* heap, int64_t blocks, int64_t requested, int64_
     counters_.allocated.add(extent);
     return;
   }
+  heap->large_cache.live += blocks;
   LargeTally& t = heap->large;
   move(t.blocks, blocks);
   move(t.requested, requested);
@@ -267,6 +271,8 @@ Engine::LargeSums Engine::count_large_tallies() const noexcept {
     sum.blocks += h->large.blocks.load(std::memory_order_relaxed);
     sum.requested += h->large.requested.load(std::memory_order_relaxed);
     sum.extent += h->large.extent.load(std::memory_order_relaxed);
+    sum.cached_blocks += h->large_cache.blocks.load(std::memory_order_relaxed);
+    sum.cached_extent += h->large_cache.extent.load(std::memory_order_relaxed);
   }
   return sum;
 }
@@ -288,6 +294,37 @@ uint32_t Engine::large_arena_of(Heap* heap) noexcept {
   return arena;
 }
 
+// A range of `bytes` for a large block: the thread's arena first, at once
+// (the first thing arena_allocate would try); arena_allocate itself, with
+// its pinner set-up, limit, waits for the pinning thread, other arenas and
+// new arenas, only when the arena is full or being pinned ahead, or for the
+// first request and with a limit. Any other failure is final, as it would
+// be there. While the thread's large cache holds blocks, memory handed out
+// before comes first; when none fits, the cache goes back to the arenas
+// before any memory new to the program is taken (new pages cost a fault
+// each, and the arena would grow around the cached blocks).
+Status Engine::large_range(Heap* heap, uint64_t bytes, uint64_t range_alignment, ArenaGrant* g, Message* why) noexcept {
+  const uint32_t preferred = large_arena_of(heap);
+  Status s = Status::out_of_space;
+  ArenaBlocked blocked = ArenaBlocked::full;
+  if (config_.limit == 0 && pinner_checked_.load(std::memory_order_acquire) &&
+      preferred < arena_count_.load(std::memory_order_acquire)) {
+    if (heap != nullptr && heap->large_cache.blocks.load(std::memory_order_relaxed) != 0) {
+      if (try_arena(preferred, bytes, range_alignment, g, why, &blocked, /*used_only=*/true) == Status::ok) {
+        return Status::ok;
+      }
+      large_cache_drain_all(heap);
+      *why = Message{};
+    }
+    s = try_arena(preferred, bytes, range_alignment, g, why, &blocked);
+  }
+  if (s != Status::ok && blocked != ArenaBlocked::no) {
+    *why = Message{};
+    s = arena_allocate(preferred, bytes, range_alignment, g, why);
+  }
+  return s;
+}
+
 void* Engine::allocate_large(size_t size, size_t alignment, bool* fresh) noexcept {
   const uint64_t pad = alignment > kLargeHeader ? alignment : kLargeHeader;
   const uint64_t range_alignment = alignment > kLargeHeader ? alignment : 0;
@@ -296,24 +333,18 @@ void* Engine::allocate_large(size_t size, size_t alignment, bool* fresh) noexcep
   // update the pool's gauges with locked instructions at every block.
   Heap* heap = large_heap();
   if (heap == nullptr) heap = heap_for_thread();
-  const uint32_t preferred = large_arena_of(heap);
+  // A block of the class from the thread's large cache, else a new one of
+  // the class's size, so that it can go into the cache when freed.
+  const uint64_t fit = large_cache_fit(heap, size, alignment);
+  if (fit != 0) {
+    if (void* p = large_cache_take(heap, size)) {
+      if (fresh != nullptr) *fresh = false;
+      return p;
+    }
+  }
   ArenaGrant g;
   Message why;
-  // The thread's arena first, at once (the first thing arena_allocate would
-  // try); arena_allocate itself, with its pinner set-up, limit, waits for the
-  // pinning thread, other arenas and new arenas, only when the arena is full
-  // or being pinned ahead, or for the first request and with a limit. Any
-  // other failure is final, as it would be there.
-  Status s = Status::out_of_space;
-  ArenaBlocked blocked = ArenaBlocked::full;
-  if (config_.limit == 0 && pinner_checked_.load(std::memory_order_acquire) &&
-      preferred < arena_count_.load(std::memory_order_acquire)) {
-    s = try_arena(preferred, size + pad, range_alignment, &g, &why, &blocked);
-  }
-  if (s != Status::ok && blocked != ArenaBlocked::no) {
-    why = Message{};
-    s = arena_allocate(preferred, size + pad, range_alignment, &g, &why);
-  }
+  const Status s = large_range(heap, (fit != 0 ? fit : size) + pad, range_alignment, &g, &why);
   if (s != Status::ok) {
     fail(s, Message{}.add("unipool host pool: cannot allocate ").add_dec(size).add(" bytes: ").add(why.c_str()));
     return nullptr;
@@ -334,13 +365,13 @@ void* Engine::allocate_large(size_t size, size_t alignment, bool* fresh) noexcep
   return user;
 }
 
-LargeHeader* Engine::large_header(Arena* arena, const void* p) const noexcept {
+LargeHeader* Engine::large_header_as(Arena* arena, const void* p, uintptr_t state) const noexcept {
   const auto a = reinterpret_cast<uintptr_t>(p);
   const auto base = reinterpret_cast<uintptr_t>(arena->base());
   // The header must lie in the committed prefix, where reading is safe.
   if (a % kLargeHeader != 0 || a - base < kLargeHeader || a - base > arena->committed_end()) return nullptr;
   auto* h = reinterpret_cast<LargeHeader*>(a - kLargeHeader);
-  if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != (kLargeLive ^ a ^ secret_)) return nullptr;
+  if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != (state ^ a ^ secret_)) return nullptr;
   // A header is only believed when the range allocator agrees: a live range
   // with that handle, at that offset, of that extent, `pad` below p.
   if (h->offset + h->pad != a - base) return nullptr;
@@ -365,16 +396,19 @@ const LargeHeader* Engine::large_header_unlocked(const Arena* arena, const void*
 Status Engine::free_large(uint32_t arena_index, void* p) noexcept {
   const auto a = reinterpret_cast<uintptr_t>(p);
   Arena* arena = &arenas_[arena_index];
+  if (Heap* heap = large_heap(); heap != nullptr && large_cache_put(heap, arena, p)) return Status::ok;
   uint64_t extent = 0, requested = 0;
   {
     FutexGuard lock(arena->mutex());
     LargeHeader* h = large_header(arena, p);
     if (h == nullptr) {
       const auto base = reinterpret_cast<uintptr_t>(arena->base());
-      if (a % kLargeHeader == 0 && a - base >= kLargeHeader && a - base <= arena->committed_end() &&
-          __atomic_load_n(&reinterpret_cast<LargeHeader*>(a - kLargeHeader)->magic, __ATOMIC_ACQUIRE) ==
-              (kLargeFreed ^ a ^ secret_)) {
-        return misuse("double free (the large block is already free)", p);
+      if (a % kLargeHeader == 0 && a - base >= kLargeHeader && a - base <= arena->committed_end()) {
+        const uintptr_t magic =
+            __atomic_load_n(&reinterpret_cast<LargeHeader*>(a - kLargeHeader)->magic, __ATOMIC_ACQUIRE) ^ a ^ secret_;
+        if (magic == kLargeFreed || magic == kLargeCached) {
+          return misuse("double free (the large block is already free)", p);
+        }
       }
       return misuse("free of a pointer that is not a live block of this pool (foreign or interior)", p);
     }

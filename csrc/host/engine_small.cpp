@@ -40,6 +40,10 @@ Heap* Engine::heap_for_thread() noexcept {
   heap->engine = this;
   heap->thread = thread;
   for (uint32_t c = 0; c < kNumClasses; ++c) heap->hot[c].cache_limit = block_cache_limit_[c];
+  for (uint32_t c = 0; c < kLargeCacheClasses; ++c) {
+    heap->large_cache.limit[c] = large_cache_limit(config_.thread_cache, config_.hardened, c);
+  }
+  heap->large_cache.budget = large_cache_budget(config_.thread_cache);
   heap->drain_seen = drain_epoch_.load(std::memory_order_relaxed);
   {
     LockGuard lock(heaps_lock_);

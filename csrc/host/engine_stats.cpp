@@ -109,7 +109,7 @@ void Engine::fill_bytes(HostPoolStats& st, const LiveSums& live, const SegmentSu
   st.deferred_bytes = deferred;
   st.committed_bytes = counters_.committed.get();
   st.pinned_bytes = counters_.pinned.get();
-  st.cached_bytes = small_cached + huge_cache_bytes;
+  st.cached_bytes = small_cached + huge_cache_bytes + static_cast<uint64_t>(live.large.cached_extent);
   st.overhead_bytes = segments.overhead;
   counters_.cached.now.store(static_cast<int64_t>(st.cached_bytes), std::memory_order_relaxed);
   counters_.cached.observe(static_cast<int64_t>(st.cached_bytes));

@@ -78,6 +78,51 @@ int64_t Engine::free_list_length(const Page& page, const Block* head, bool local
   return n;
 }
 
+// Every heap's large cache: within its limits, each block of its class
+// with a cached header, listed once (each header is marked while the lists
+// are walked, then restored), the heap's tallies their sums. The caller
+// holds every lock, with the program's threads quiet.
+bool Engine::validate_large_caches(Message* why) const {
+  constexpr uintptr_t kSeen = kLargeCached ^ 1;
+  bool ok = true;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const Heap* heap = heaps_; heap != nullptr; heap = heap->next) {
+      const LargeCache& cache = heap->large_cache;
+      int64_t blocks = 0, extent = 0;
+      for (uint32_t cls = 0; cls < kLargeCacheClasses; ++cls) {
+        if (cache.cached(cls) > cache.limit[cls] || cache.limit[cls] > kLargeCacheSlots) {
+          ok = bad(why, "large cache: a class holds more than its limit");
+        }
+        for (uint32_t i = 0; i < cache.cached(cls) && i < kLargeCacheSlots; ++i) {
+          const auto a = reinterpret_cast<uintptr_t>(cache.slots[cls][i]);
+          auto* h = reinterpret_cast<LargeHeader*>(a - kLargeHeader);
+          const uintptr_t magic = h->magic ^ a ^ secret_;
+          if (pass == 1) {
+            if (magic == kSeen) h->magic = kLargeCached ^ a ^ secret_;
+            continue;
+          }
+          if (magic != kLargeCached) {
+            ok = bad(why, magic == kSeen ? "large cache: a block is cached twice"
+                                         : "large cache: a cached block's header is not a cached one");
+            continue;
+          }
+          h->magic = kSeen ^ a ^ secret_;
+          if (h->pad != kLargeHeader || large_cache_floor_class(h->extent - h->pad) != cls) {
+            ok = bad(why, "large cache: a block is in the wrong class");
+          }
+          ++blocks;
+          extent += static_cast<int64_t>(h->extent);
+        }
+      }
+      if (pass == 0 && (blocks != cache.blocks.load(std::memory_order_relaxed) ||
+                        extent != cache.extent.load(std::memory_order_relaxed))) {
+        ok = bad(why, "large cache: the heap's tally differs from its blocks");
+      }
+    }
+  }
+  return ok;
+}
+
 // Every cached block: a carved block of a page of its class that its heap
 // owns, its live bit clear. Counts them per class; validate_pages() checks the
 // count against the bits, which a block cached twice or a stray bit breaks.
@@ -283,8 +328,9 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::validate_paused(std::string* why_
     if (ok && pin_.pending() != 0) {
       ok = bad(&why, "pinning thread: claimed bytes pending while it is paused");
     }
-    // Large blocks: every used range that is not a segment has a valid header.
-    uint64_t large_count = 0, large_extent = 0;
+    // Large blocks: every used range that is not a segment has a valid header,
+    // live or cached.
+    uint64_t large_count = 0, large_extent = 0, cached_count = 0, cached_extent = 0;
     for (uint32_t i = 0; ok && i < arena_count_.load(std::memory_order_relaxed); ++i) {
       Arena& a = const_cast<Arena&>(arenas_[i]);
       bool headers_ok = true;
@@ -299,6 +345,14 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::validate_paused(std::string* why_
           const auto* hdr = reinterpret_cast<const LargeHeader*>(a.base() + r.offset + pad - kLargeHeader);
           found = large_header(&a, a.base() + r.offset + pad) == hdr && hdr->pad == pad;
         }
+        if (!found) {
+          const auto* hdr = reinterpret_cast<const LargeHeader*>(a.base() + r.offset);
+          if (large_header_as(&a, a.base() + r.offset + kLargeHeader, kLargeCached) == hdr) {
+            ++cached_count;
+            cached_extent += r.size;
+            return;
+          }
+        }
         headers_ok = headers_ok && found;
         if (!found) return;
         ++large_count;
@@ -310,6 +364,11 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::validate_paused(std::string* why_
                   static_cast<int64_t>(counters_.large_blocks.load(std::memory_order_relaxed)) + unfolded.blocks) {
       ok = bad(&why, "large: live block count differs from a recount");
     }
+    if (ok && (static_cast<int64_t>(cached_count) != unfolded.cached_blocks ||
+               static_cast<int64_t>(cached_extent) != unfolded.cached_extent)) {
+      ok = bad(&why, "large caches: cached blocks or bytes differ from the ranges with a cached header");
+    }
+    if (ok) ok = validate_large_caches(&why);
     // Exact accounting.
     if (ok) {
       const HugeTally huge = huge_.tally();
@@ -322,8 +381,8 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::validate_paused(std::string* why_
         arena_committed += arenas_[i].committed_bytes();
         arena_used += arenas_[i].used_bytes();
       }
-      if (ok && arena_used != segment_bytes + large_extent) {
-        ok = bad(&why, "arenas: used bytes != segments + large blocks");
+      if (ok && arena_used != segment_bytes + large_extent + cached_extent) {
+        ok = bad(&why, "arenas: used bytes != segments + large blocks (live and cached)");
       }
       if (ok && arena_committed + huge_bytes + cache_bytes != counters_.committed.get()) {
         ok = bad(&why, "committed bytes differ from arenas + huge blocks + huge cache");

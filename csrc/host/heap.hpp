@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "host/block_cache.hpp"
+#include "host/large_cache.hpp"
 #include "host/layout.hpp"
 #include "host/size_classes.hpp"
 
@@ -83,6 +84,7 @@ struct Heap {
   PageList empty[kSegmentKinds];  // empty pages kept for reuse, by kind
   uint64_t empty_bytes = 0;
   LargeTally large;         // owner writes (relaxed load + store), stats() reads
+  LargeCache large_cache;   // large_cache.hpp
   uint32_t large_arena = 0;  // 1 + the arena of this thread's large blocks; 0: not chosen yet
   Heap* next = nullptr;     // the engine's list of heaps
   Heap* prev = nullptr;
@@ -124,6 +126,7 @@ inline void Heap::reset() noexcept {
   large.blocks.store(0, std::memory_order_relaxed);
   large.requested.store(0, std::memory_order_relaxed);
   large.extent.store(0, std::memory_order_relaxed);
+  large_cache.reset();
   large_arena = 0;
   next = nullptr;
   prev = nullptr;

@@ -10,6 +10,7 @@ list(APPEND UNIPOOL_SOURCES
   host/engine_deferred.cpp
   host/engine_huge.cpp
   host/engine_large.cpp
+  host/engine_large_cache.cpp
   host/engine_pages.cpp
   host/engine_pin_thread.cpp
   host/engine_cache.cpp

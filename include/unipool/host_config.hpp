@@ -40,9 +40,10 @@ const char* to_string(PinningState s) noexcept;
 
 // How much free memory a thread keeps for itself (after rpmalloc's study).
 enum class HostThreadCache : uint8_t {
-  unlimited,    // keep every empty page; give back at thread exit only
-  performance,  // keep a few MiB of empty pages per thread; share half-free pages of blocks <= 8 KiB
-  size,         // keep no empty page; share quarter-free pages; free segments go back at once
+  unlimited,    // keep every empty page; give back at thread exit only; a 4 MiB large cache
+  performance,  // keep a few MiB of empty pages per thread; share half-free pages of blocks <= 8 KiB;
+                // a 1 MiB large cache (freed large blocks up to 256 KiB, kept by the thread)
+  size,         // keep no empty page; share quarter-free pages; free segments go back at once; no large cache
   none,         // no thread caches: shared per-class lists under one lock each
 };
 

@@ -2,9 +2,9 @@
 //
 // Every committed byte is in exactly one of: allocated (live blocks), deferred
 // (freed with free_after, fence pending), cached (free but held for reuse:
-// free blocks in pages, empty pages, free segments, the huge cache), arena
-// free (committed, free in an arena's range allocator) or overhead (segment
-// headers, page tails). validate() checks that the five add up to committed.
+// free blocks in pages, empty pages, free segments, the threads' large
+// caches, the huge cache), arena free (committed, free in an arena's range
+// allocator) or overhead (segment headers, page tails). validate() checks that the five add up to committed.
 //
 // Figures are exact when no thread is allocating; while threads run, each
 // thread's small and middle counts are folded in as stats() reads them.
