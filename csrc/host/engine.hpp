@@ -310,10 +310,12 @@ class Engine {
   // heap's large cache; 0 when the cache cannot hold it.
   uint64_t large_cache_fit(Heap* heap, size_t size, size_t alignment) const noexcept;
   void* large_cache_take(Heap* heap, size_t size) noexcept;                // nullptr: none cached
-  bool large_cache_put(Heap* heap, const Arena* arena, void* p) noexcept;  // false: free it the locked way
+  bool large_cache_put(Heap* heap, uint32_t arena_index, void* p) noexcept;  // false: free it the locked way
   void large_cache_drain(Heap* heap, uint32_t cls, uint32_t n) noexcept;   // the n oldest of class cls
   void large_cache_drain_all(Heap* heap) noexcept;
-  uint64_t large_cache_release(void* p) noexcept;
+  bool large_cache_release(void* p, uint32_t cls) noexcept;
+  Status refuse_large_free(Arena* arena, const void* p) const noexcept UNIPOOL_REQUIRES(arena->mutex());
+  void give_range_back(Arena* arena, const LargeHeader* h) noexcept UNIPOOL_REQUIRES(arena->mutex());
   uint32_t large_arena_of(Heap* heap) noexcept;  // the arena of the thread's shard
   void fold_large(Heap* heap) noexcept;
   struct LargeSums {
@@ -370,6 +372,10 @@ class Engine {
   bool validate_pages(const int64_t live[kNumClasses], Message* why) const;
   bool validate_caches(int64_t cached[kNumClasses], Message* why) const;
   bool validate_large_caches(Message* why) const UNIPOOL_REQUIRES(heaps_lock_);
+  struct LargeRecount {
+    uint64_t blocks = 0, extent = 0, cached_blocks = 0, cached_extent = 0;
+  };
+  bool recount_large(LargeRecount* out, Message* why) const;
   int64_t free_list_length(const Page& page, const Block* head, bool local, Message* why) const;
   bool is_deferred(const void* p) const noexcept;
   void refresh_fast_span() noexcept UNIPOOL_REQUIRES(deferred_.lock());

@@ -210,12 +210,6 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS Status Engine::arena_allocate(uint32_t preferr
 
 // ---- the thread's tally of large blocks -----------------------------------------------
 
-namespace {
-void move(std::atomic<int64_t>& counter, int64_t by) noexcept {  // owner only
-  counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
-}
-}  // namespace
-
 Heap* Engine::large_heap() const noexcept {
   if (slot_ == 0) return nullptr;
   const HeapRef& ref = t_thread->heaps[slot_];
@@ -231,9 +225,9 @@ void Engine::account_large(Heap* heap, int64_t blocks, int64_t requested, int64_
   }
   heap->large_cache.live += blocks;
   LargeTally& t = heap->large;
-  move(t.blocks, blocks);
-  move(t.requested, requested);
-  move(t.extent, extent);
+  shift(t.blocks, blocks);
+  shift(t.requested, requested);
+  shift(t.extent, extent);
   const int64_t drift = t.extent.load(std::memory_order_relaxed);
   if (drift >= kLargeFoldBytes || drift <= -kLargeFoldBytes) {
     fold_large(heap);
@@ -319,6 +313,9 @@ Status Engine::large_range(Heap* heap, uint64_t bytes, uint64_t range_alignment,
     s = try_arena(preferred, bytes, range_alignment, g, why, &blocked);
   }
   if (s != Status::ok && blocked != ArenaBlocked::no) {
+    // With a limit the fast step above is skipped: the cache goes back
+    // before the arena grows under the limit.
+    if (heap != nullptr && heap->large_cache.blocks.load(std::memory_order_relaxed) != 0) large_cache_drain_all(heap);
     *why = Message{};
     s = arena_allocate(preferred, bytes, range_alignment, g, why);
   }
@@ -393,32 +390,47 @@ const LargeHeader* Engine::large_header_unlocked(const Arena* arena, const void*
   return h;
 }
 
+// Why a free found no live block at p (the arena's lock held).
+Status Engine::refuse_large_free(Arena* arena, const void* p) const noexcept {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const auto base = reinterpret_cast<uintptr_t>(arena->base());
+  if (a % kLargeHeader == 0 && a - base >= kLargeHeader && a - base <= arena->committed_end()) {
+    const uintptr_t magic =
+        __atomic_load_n(&reinterpret_cast<const LargeHeader*>(a - kLargeHeader)->magic, __ATOMIC_ACQUIRE) ^ a ^ secret_;
+    if (magic == kLargeFreed || magic == kLargeCached) {
+      return misuse("double free (the large block is already free)", p);
+    }
+  }
+  return misuse("free of a pointer that is not a live block of this pool (foreign or interior)", p);
+}
+
+// A freed block's range back to its arena (the arena's lock held).
+void Engine::give_range_back(Arena* arena, const LargeHeader* h) noexcept {
+  arena->free(h->offset, h->handle);
+  ArenaDelta delta;
+  arena->maybe_trim(retain_, &delta);
+  counters_.apply(delta);
+}
+
 Status Engine::free_large(uint32_t arena_index, void* p) noexcept {
   const auto a = reinterpret_cast<uintptr_t>(p);
   Arena* arena = &arenas_[arena_index];
-  if (Heap* heap = large_heap(); heap != nullptr && large_cache_put(heap, arena, p)) return Status::ok;
+  if (Heap* heap = large_heap(); heap != nullptr && large_cache_put(heap, arena_index, p)) return Status::ok;
   uint64_t extent = 0, requested = 0;
   {
     FutexGuard lock(arena->mutex());
     LargeHeader* h = large_header(arena, p);
-    if (h == nullptr) {
-      const auto base = reinterpret_cast<uintptr_t>(arena->base());
-      if (a % kLargeHeader == 0 && a - base >= kLargeHeader && a - base <= arena->committed_end()) {
-        const uintptr_t magic =
-            __atomic_load_n(&reinterpret_cast<LargeHeader*>(a - kLargeHeader)->magic, __ATOMIC_ACQUIRE) ^ a ^ secret_;
-        if (magic == kLargeFreed || magic == kLargeCached) {
-          return misuse("double free (the large block is already free)", p);
-        }
-      }
-      return misuse("free of a pointer that is not a live block of this pool (foreign or interior)", p);
+    // Live to freed in one atomic step: another thread caching the same
+    // block at once (large_cache_put takes no lock) makes it fail, as a
+    // second free.
+    uintptr_t live = kLargeLive ^ a ^ secret_;
+    if (h == nullptr || !__atomic_compare_exchange_n(&h->magic, &live, kLargeFreed ^ a ^ secret_, false,
+                                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      return refuse_large_free(arena, p);
     }
     extent = h->extent;
     requested = h->requested;
-    __atomic_store_n(&h->magic, kLargeFreed ^ a ^ secret_, __ATOMIC_RELEASE);
-    arena->free(h->offset, h->handle);
-    ArenaDelta delta;
-    arena->maybe_trim(retain_, &delta);
-    counters_.apply(delta);
+    give_range_back(arena, h);
   }
   account_large(large_heap(), -1, -static_cast<int64_t>(requested), -static_cast<int64_t>(extent));
   return Status::ok;

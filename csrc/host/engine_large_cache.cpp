@@ -7,13 +7,12 @@
 namespace unipool::host {
 namespace {
 
-void move(std::atomic<int64_t>& counter, int64_t by) noexcept {  // owner only
-  counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
-}
-
 LargeHeader* header_of(void* p) noexcept {
   return reinterpret_cast<LargeHeader*>(static_cast<char*>(p) - kLargeHeader);
 }
+
+// Every cached block of class c spans exactly this much of its arena.
+int64_t class_extent(uint32_t cls) noexcept { return static_cast<int64_t>(large_cache_size(cls) + kLargeHeader); }
 
 // The class holding the most bytes; kLargeCacheClasses when all are empty.
 uint32_t large_cache_fullest(const LargeCache& cache) noexcept {
@@ -34,36 +33,51 @@ uint64_t Engine::large_cache_fit(Heap* heap, size_t size, size_t alignment) cons
   return heap->large_cache.limit[cls] != 0 ? large_cache_size(cls) : 0;
 }
 
+// The newest block of the request's class or of the next ones. A block
+// whose header no longer says cached (the program wrote in front of its
+// block after freeing it) is reported and left unused, counted live.
 void* Engine::large_cache_take(Heap* heap, size_t size) noexcept {
   check_drain_epoch(heap);
   LargeCache& cache = heap->large_cache;
-  if (cache.blocks.load(std::memory_order_relaxed) == 0) return nullptr;
-  uint32_t cls = large_cache_class(size);
-  const uint32_t last = cls + kLargeCacheReach < kLargeCacheClasses ? cls + kLargeCacheReach : kLargeCacheClasses - 1;
-  while (cls < last && cache.cached(cls) == 0) ++cls;
-  const uint32_t n = cache.cached(cls);
-  if (n == 0) return nullptr;
-  void* p = cache.slots[cls][n - 1];
-  cache.count[cls].store(n - 1, std::memory_order_relaxed);
-  LargeHeader* h = header_of(p);
-  const auto extent = static_cast<int64_t>(h->extent);
-  move(cache.blocks, -1);
-  move(cache.extent, -extent);
-  h->requested = size;
-  __atomic_store_n(&h->magic, kLargeLive ^ reinterpret_cast<uintptr_t>(p) ^ secret_, __ATOMIC_RELEASE);
-  account_large(heap, 1, static_cast<int64_t>(size), extent);
-  return p;
+  const uint32_t first = large_cache_class(size);
+  const uint32_t last =
+      first + kLargeCacheReach < kLargeCacheClasses ? first + kLargeCacheReach : kLargeCacheClasses - 1;
+  for (uint32_t cls = first; cls <= last && cache.blocks.load(std::memory_order_relaxed) != 0; ++cls) {
+    while (const uint32_t n = cache.cached(cls)) {
+      void* p = cache.slots[cls][n - 1];
+      cache.count[cls].store(n - 1, std::memory_order_relaxed);
+      shift(cache.blocks, -1);
+      shift(cache.extent, -class_extent(cls));
+      LargeHeader* h = header_of(p);
+      const auto a = reinterpret_cast<uintptr_t>(p);
+      if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != (kLargeCached ^ a ^ secret_)) {
+        account_large(heap, 1, 0, class_extent(cls));
+        report_large_corruption(p);
+        continue;
+      }
+      h->requested = size;
+      __atomic_store_n(&h->magic, kLargeLive ^ a ^ secret_, __ATOMIC_RELEASE);
+      account_large(heap, 1, static_cast<int64_t>(size), class_extent(cls));
+      return p;
+    }
+  }
+  return nullptr;
 }
 
-// The magic goes from live to cached in one atomic step: of two threads
-// freeing the same block at once, one caches it and the other's locked path
-// finds it free.
-bool Engine::large_cache_put(Heap* heap, const Arena* arena, void* p) noexcept {
-  const LargeHeader* found = large_header_unlocked(arena, p);
-  if (found == nullptr || found->pad != kLargeHeader) return false;
-  const uint32_t cls = large_cache_floor_class(found->extent - found->pad);
+// Only a block of exactly its class's extent, 64-byte aligned, in the
+// arena it says: a block resized in place or made with a larger alignment
+// goes back the locked way. The magic goes from live to cached in one
+// atomic step: of two threads freeing the same block at once, one caches it
+// and the other's locked path finds it free.
+bool Engine::large_cache_put(Heap* heap, uint32_t arena_index, void* p) noexcept {
   LargeCache& cache = heap->large_cache;
-  if (cls == kLargeCacheClasses || cache.limit[cls] == 0 || cache.live < kLargeCacheMinLive) return false;
+  if (cache.live < kLargeCacheMinLive) return false;
+  const LargeHeader* found = large_header_unlocked(&arenas_[arena_index], p);
+  if (found == nullptr || found->pad != kLargeHeader || found->arena != arena_index) return false;
+  const uint64_t usable = found->extent - kLargeHeader;
+  if (usable <= kLargeCacheMin || usable > kLargeCacheMax) return false;
+  const uint32_t cls = large_cache_class(usable);
+  if (large_cache_size(cls) != usable || cache.limit[cls] == 0) return false;
   LargeHeader* h = header_of(p);
   const auto a = reinterpret_cast<uintptr_t>(p);
   uintptr_t live = kLargeLive ^ a ^ secret_;
@@ -71,11 +85,11 @@ bool Engine::large_cache_put(Heap* heap, const Arena* arena, void* p) noexcept {
                                    __ATOMIC_RELAXED)) {
     return false;
   }
+  const int64_t requested = static_cast<int64_t>(h->requested);
   check_drain_epoch(heap);
   // The older half: the newer blocks are the ones still in the core's caches.
   if (cache.cached(cls) == cache.limit[cls]) large_cache_drain(heap, cls, cache.cached(cls) - cache.cached(cls) / 2);
-  const auto extent = static_cast<int64_t>(h->extent);
-  while (cache.extent.load(std::memory_order_relaxed) + extent > static_cast<int64_t>(cache.budget)) {
+  while (cache.extent.load(std::memory_order_relaxed) + class_extent(cls) > static_cast<int64_t>(cache.budget)) {
     const uint32_t fullest = large_cache_fullest(cache);
     if (fullest == kLargeCacheClasses) break;
     large_cache_drain(heap, fullest, cache.cached(fullest) - cache.cached(fullest) / 2);
@@ -83,9 +97,9 @@ bool Engine::large_cache_put(Heap* heap, const Arena* arena, void* p) noexcept {
   const uint32_t n = cache.cached(cls);
   cache.slots[cls][n] = p;
   cache.count[cls].store(n + 1, std::memory_order_relaxed);
-  move(cache.blocks, 1);
-  move(cache.extent, extent);
-  account_large(heap, -1, -static_cast<int64_t>(h->requested), -extent);
+  shift(cache.blocks, 1);
+  shift(cache.extent, class_extent(cls));
+  account_large(heap, -1, -requested, -class_extent(cls));
   return true;
 }
 
@@ -96,9 +110,13 @@ void Engine::large_cache_drain(Heap* heap, uint32_t cls, uint32_t n) noexcept {
   std::memcpy(out, cache.slots[cls], n * sizeof(void*));
   std::memmove(cache.slots[cls], cache.slots[cls] + n, (had - n) * sizeof(void*));
   cache.count[cls].store(had - n, std::memory_order_relaxed);
+  shift(cache.blocks, -static_cast<int64_t>(n));
+  shift(cache.extent, -static_cast<int64_t>(n) * class_extent(cls));
   for (uint32_t i = 0; i < n; ++i) {
-    move(cache.blocks, -1);
-    move(cache.extent, -static_cast<int64_t>(large_cache_release(out[i])));
+    if (!large_cache_release(out[i], cls)) {
+      account_large(heap, 1, 0, class_extent(cls));
+      report_large_corruption(out[i]);
+    }
   }
 }
 
@@ -108,30 +126,22 @@ void Engine::large_cache_drain_all(Heap* heap) noexcept {
   }
 }
 
-// A cached block back to its arena; its extent. A header found overwritten
-// is reported and its range left used: the block is leaked, never reused.
-uint64_t Engine::large_cache_release(void* p) noexcept {
+// A cached block of class `cls` back to its arena; false, with nothing
+// done, when its header is no longer a cached block's of that class.
+bool Engine::large_cache_release(void* p, uint32_t cls) noexcept {
   const LargeHeader* h = header_of(p);
-  const uint64_t extent = h->extent;
   const uint32_t index = h->arena;
   if (index >= arena_count_.load(std::memory_order_acquire) ||
       !arenas_[index].contains(reinterpret_cast<uintptr_t>(p))) {
-    report_large_corruption(p);
-    return extent;
+    return false;
   }
   Arena* arena = &arenas_[index];
   FutexGuard lock(arena->mutex());
   LargeHeader* checked = large_header_as(arena, p, kLargeCached);
-  if (checked == nullptr) {
-    report_large_corruption(p);
-    return extent;
-  }
+  if (checked == nullptr || static_cast<int64_t>(checked->extent) != class_extent(cls)) return false;
   __atomic_store_n(&checked->magic, kLargeFreed ^ reinterpret_cast<uintptr_t>(p) ^ secret_, __ATOMIC_RELEASE);
-  arena->free(checked->offset, checked->handle);
-  ArenaDelta delta;
-  arena->maybe_trim(retain_, &delta);
-  counters_.apply(delta);
-  return extent;
+  give_range_back(arena, checked);
+  return true;
 }
 
 }  // namespace unipool::host

@@ -78,6 +78,38 @@ int64_t Engine::free_list_length(const Page& page, const Block* head, bool local
   return n;
 }
 
+// Every used range of the arenas that is not a segment: a large block with
+// a valid header, live or cached, counted into *out. The caller holds every
+// arena's lock (taken by index, not analysed).
+UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::recount_large(LargeRecount* out, Message* why) const {
+  for (uint32_t i = 0; i < arena_count_.load(std::memory_order_relaxed); ++i) {
+    Arena& a = const_cast<Arena&>(arenas_[i]);
+    bool headers_ok = true;
+    a.ranges().for_each_range([&](const RangeInfo& r) UNIPOOL_NO_THREAD_SAFETY_ANALYSIS {
+      if (!r.used) return;
+      char* start = a.base() + r.offset;
+      if (a.slot_kind(reinterpret_cast<uintptr_t>(start)) == kSlotSegment && r.size == kSegmentSize) return;
+      // The header sits pad - 64 bytes into the range; pad is a power of two >= 64.
+      for (uint64_t pad = kLargeHeader; pad <= r.size; pad *= 2) {
+        const auto* hdr = reinterpret_cast<const LargeHeader*>(start + pad - kLargeHeader);
+        if (large_header(&a, start + pad) == hdr && hdr->pad == pad) {
+          ++out->blocks;
+          out->extent += r.size;
+          return;
+        }
+      }
+      if (large_header_as(&a, start + kLargeHeader, kLargeCached) == reinterpret_cast<const LargeHeader*>(start)) {
+        ++out->cached_blocks;
+        out->cached_extent += r.size;
+        return;
+      }
+      headers_ok = false;
+    });
+    if (!headers_ok) return bad(why, "large: a used range is neither a segment nor a block with a valid header");
+  }
+  return true;
+}
+
 // Every heap's large cache: within its limits, each block of its class
 // with a cached header, listed once (each header is marked while the lists
 // are walked, then restored), the heap's tallies their sums. The caller
@@ -107,7 +139,7 @@ bool Engine::validate_large_caches(Message* why) const {
             continue;
           }
           h->magic = kSeen ^ a ^ secret_;
-          if (h->pad != kLargeHeader || large_cache_floor_class(h->extent - h->pad) != cls) {
+          if (h->pad != kLargeHeader || h->extent != large_cache_size(cls) + kLargeHeader) {
             ok = bad(why, "large cache: a block is in the wrong class");
           }
           ++blocks;
@@ -328,38 +360,10 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::validate_paused(std::string* why_
     if (ok && pin_.pending() != 0) {
       ok = bad(&why, "pinning thread: claimed bytes pending while it is paused");
     }
-    // Large blocks: every used range that is not a segment has a valid header,
-    // live or cached.
-    uint64_t large_count = 0, large_extent = 0, cached_count = 0, cached_extent = 0;
-    for (uint32_t i = 0; ok && i < arena_count_.load(std::memory_order_relaxed); ++i) {
-      Arena& a = const_cast<Arena&>(arenas_[i]);
-      bool headers_ok = true;
-      // The arena's lock is held (taken above by index, not analysed).
-      a.ranges().for_each_range([&](const RangeInfo& r) UNIPOOL_NO_THREAD_SAFETY_ANALYSIS {
-        if (!r.used) return;
-        if (a.slot_kind(reinterpret_cast<uintptr_t>(a.base() + r.offset)) == kSlotSegment && r.size == kSegmentSize)
-          return;
-        // The header sits pad - 64 bytes into the range; pad is a power of two >= 64.
-        bool found = false;
-        for (uint64_t pad = kLargeHeader; pad <= r.size && !found; pad *= 2) {
-          const auto* hdr = reinterpret_cast<const LargeHeader*>(a.base() + r.offset + pad - kLargeHeader);
-          found = large_header(&a, a.base() + r.offset + pad) == hdr && hdr->pad == pad;
-        }
-        if (!found) {
-          const auto* hdr = reinterpret_cast<const LargeHeader*>(a.base() + r.offset);
-          if (large_header_as(&a, a.base() + r.offset + kLargeHeader, kLargeCached) == hdr) {
-            ++cached_count;
-            cached_extent += r.size;
-            return;
-          }
-        }
-        headers_ok = headers_ok && found;
-        if (!found) return;
-        ++large_count;
-        large_extent += r.size;
-      });
-      if (!headers_ok) ok = bad(&why, "large: a used range is neither a segment nor a block with a valid header");
-    }
+    LargeRecount large;
+    if (ok) ok = recount_large(&large, &why);
+    const uint64_t large_count = large.blocks, large_extent = large.extent;
+    const uint64_t cached_count = large.cached_blocks, cached_extent = large.cached_extent;
     if (ok && static_cast<int64_t>(large_count) !=
                   static_cast<int64_t>(counters_.large_blocks.load(std::memory_order_relaxed)) + unfolded.blocks) {
       ok = bad(&why, "large: live block count differs from a recount");

@@ -24,6 +24,11 @@ inline void bump(std::atomic<uint64_t>& counter, uint64_t by = 1) noexcept {
   counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
 
+// A signed tally only its owning thread writes; stats() reads it.
+inline void shift(std::atomic<int64_t>& counter, int64_t by) noexcept {
+  counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
 // Per class, what an allocation or a free of the class reads: one line of
 // fields, then the class's block cache (block_cache.hpp) right after it, so
 // that a slot's address is the line's plus an offset, not a load away.

@@ -30,8 +30,9 @@
 //   cached magic (kLargeCached ^ address ^ secret), so a second free, a
 //   usable_size() or a realloc() of it finds no live block. It is free for
 //   its user: counted in the heap's cached tally, not in the live one.
-// - Each class holds at most its limit (large_cache_limit()), every block's
-//   usable size at least the class size and less than the next class's.
+// - Each class holds at most its limit (large_cache_limit()), every block
+//   exactly the class size (a block resized in place, or made with an
+//   alignment above 64, is never cached), in the arena its header names.
 // - Only the owning thread touches its cache (and validate(), with the
 //   program's threads quiet). Any thread may cache a block it frees, from
 //   whichever arena: the block goes back to that arena when drained.
@@ -66,23 +67,10 @@ constexpr uint32_t large_cache_class(uint64_t size) noexcept {
 
 constexpr uint64_t large_cache_size(uint32_t cls) noexcept { return uint64_t{5 + cls % 4} << (cls / 4 + 11); }
 
-// The class whose blocks a free block of `usable` bytes can join: the
-// largest class size it holds; kLargeCacheClasses for none.
-constexpr uint32_t large_cache_floor_class(uint64_t usable) noexcept {
-  if (usable <= kLargeCacheMin) return kLargeCacheClasses;
-  if (usable > kLargeCacheMax) {
-    return usable < kLargeCacheMax + kLargeCacheMax / 4 ? kLargeCacheClasses - 1 : kLargeCacheClasses;
-  }
-  const uint32_t cls = large_cache_class(usable);
-  if (large_cache_size(cls) == usable) return cls;
-  return cls == 0 ? kLargeCacheClasses : cls - 1;
-}
-
 static_assert(large_cache_class(kLargeCacheMin + 1) == 0 && large_cache_size(0) == 10 << 10);
 static_assert(large_cache_class(kLargeCacheMax) == kLargeCacheClasses - 1);
 static_assert(large_cache_size(kLargeCacheClasses - 1) == kLargeCacheMax);
-static_assert(large_cache_floor_class(10 << 10) == 0 && large_cache_floor_class((10 << 10) + 64) == 0);
-static_assert(large_cache_floor_class((12 << 10) - 64) == 0 && large_cache_floor_class(12 << 10) == 1);
+static_assert(large_cache_class(12 << 10) == 1 && large_cache_class((12 << 10) + 1) == 2);
 
 // Blocks of class `cls` a thread may cache under a policy: about 1 MiB of
 // them, at least 2, at most 8 (unlimited: 2 MiB, 4 to kLargeCacheSlots);
