@@ -33,16 +33,6 @@ HostClassStats class_of(const HostPool& pool, size_t size) {
   return {};
 }
 
-std::vector<void*> allocate_n(HostPool& pool, size_t n, size_t size) {
-  std::vector<void*> blocks;
-  for (size_t i = 0; i < n; ++i) {
-    void* p = pool.allocate(size);
-    EXPECT_NE(p, nullptr) << HostPool::last_error();
-    blocks.push_back(p);
-  }
-  return blocks;
-}
-
 TEST(HostBlockCache, TheLastFreedBlockIsTheNextAllocated) {
   HostPool pool(kTestConf);
   std::vector<void*> blocks = allocate_n(pool, 8, 64);

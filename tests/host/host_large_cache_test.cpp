@@ -22,16 +22,6 @@ constexpr size_t kKiB = 1024;
 constexpr size_t kHeld = 16;          // live large blocks a thread needs before it caches
 constexpr size_t kUncached = 300000;  // a large block above the cached sizes
 
-std::vector<void*> allocate_n(HostPool& pool, size_t n, size_t size) {
-  std::vector<void*> blocks;
-  for (size_t i = 0; i < n; ++i) {
-    void* p = pool.allocate(size);
-    EXPECT_NE(p, nullptr) << HostPool::last_error();
-    blocks.push_back(p);
-  }
-  return blocks;
-}
-
 void free_all(HostPool& pool, const std::vector<void*>& blocks) {
   for (void* p : blocks) EXPECT_EQ(pool.deallocate(p), Status::ok) << HostPool::last_error();
 }

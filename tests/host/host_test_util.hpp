@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "support/units.hpp"
 #include "support/valid.hpp"
@@ -30,6 +31,17 @@ inline bool intact(const void* p, size_t n, uint8_t tag) {
     if (b[i] != static_cast<uint8_t>(tag + i * 7)) return false;
   }
   return true;
+}
+
+// n blocks of `size`, each checked.
+inline std::vector<void*> allocate_n(HostPool& pool, size_t n, size_t size) {
+  std::vector<void*> blocks;
+  for (size_t i = 0; i < n; ++i) {
+    void* p = pool.allocate(size);
+    EXPECT_NE(p, nullptr) << HostPool::last_error();
+    blocks.push_back(p);
+  }
+  return blocks;
 }
 
 }  // namespace unipool::test
