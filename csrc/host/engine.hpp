@@ -312,6 +312,8 @@ class Engine {
   void* large_cache_take(Heap* heap, size_t size) noexcept;                // nullptr: none cached
   bool large_cache_put(Heap* heap, uint32_t arena_index, void* p) noexcept;  // false: free it the locked way
   void large_cache_drain(Heap* heap, uint32_t cls, uint32_t n) noexcept;   // the n oldest of class cls
+  void large_cache_make_room(Heap* heap, uint32_t cls) noexcept;
+  bool is_class_block(const LargeHeader* h, const void* p, uint32_t cls) const noexcept;
   void large_cache_drain_all(Heap* heap) noexcept;
   bool large_cache_release(void* p, uint32_t cls) noexcept;
   Status refuse_large_free(Arena* arena, const void* p) const noexcept UNIPOOL_REQUIRES(arena->mutex());

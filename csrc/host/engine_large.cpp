@@ -330,6 +330,7 @@ void* Engine::allocate_large(size_t size, size_t alignment, bool* fresh) noexcep
   // update the pool's gauges with locked instructions at every block.
   Heap* heap = large_heap();
   if (heap == nullptr) heap = heap_for_thread();
+  if (heap != nullptr) check_drain_epoch(heap);  // the pool asked for every cache
   // A block of the class from the thread's large cache, else a new one of
   // the class's size, so that it can go into the cache when freed.
   const uint64_t fit = large_cache_fit(heap, size, alignment);
