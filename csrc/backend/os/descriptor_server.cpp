@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <random>
@@ -97,8 +99,19 @@ class Server {
     }
     const int fd = listen_abstract(name_);
     if (fd < 0) return fail("unipool: cannot listen on a socket to share descriptors", errno);
+    // Returns once the thread runs its own code, still under the lock a
+    // fork takes: a fork may then never copy the thread in the middle of
+    // its start-up, with whatever lock that holds. A sanitizer's allocator
+    // (not fork-safe) deadlocked a fork child that way, when the child
+    // allocated in its own server thread.
     try {
-      std::thread([this, fd] { serve(fd); }).detach();
+      auto started = std::make_shared<std::promise<void>>();  // the thread's own reference
+      std::future<void> running = started->get_future();
+      std::thread([this, fd, started] {
+        started->set_value();
+        serve(fd);
+      }).detach();
+      running.wait();
     } catch (const std::exception&) {
       close_listening(fd);
       return fail("unipool: cannot start the thread that shares descriptors");
