@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The malloc face's zero-initialised data is laid out for a cheap start-up.
+"""The malloc face loads cheaply: its data's layout, and no demangler.
 
   face_layout.py LIB
 
@@ -8,8 +8,10 @@ face's other zero-initialised data (the first allocation's counters, the C++
 runtime's exception pool) must start on that page, in .bss, and the 256 KiB
 bootstrap buffer (page-aligned) must come after it, not inside it: there it
 pushed that data onto pages of its own, which a preloaded /bin/true then
-faulted in (csrc/malloc/bootstrap_arena.cpp). Read with binutils' readelf;
-x86-64 ELF only (elsewhere the buffer stays in .bss).
+faulted in (csrc/malloc/bootstrap_arena.cpp). And the face's hidden copy of
+libstdc++ carries no demangler (csrc/malloc/cxx_runtime.cpp): its code and
+relocations would cost every preloaded process. Read with binutils'
+readelf; the layout on x86-64 ELF only (elsewhere the buffer stays in .bss).
 """
 import platform
 import re
@@ -43,6 +45,11 @@ def symbol(lib, name):
 
 def main():
     lib = sys.argv[1]
+    demanglers = sorted({line.split()[7] for line in readelf("-s", lib).splitlines()
+                         if len(line.split()) >= 8 and "demangle" in line.split()[7]})
+    if demanglers:
+        print("FAIL: the face links a demangler:", ", ".join(demanglers[:5]))
+        return 1
     if platform.machine() != "x86_64":
         print(f"not x86-64 ({platform.machine()}): the buffer stays in .bss there; nothing to check")
         return 0
