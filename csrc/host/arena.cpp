@@ -103,6 +103,19 @@ void Arena::destroy(const ArenaSettings& settings) noexcept {
   ahead_failed_ = false;
 }
 
+// Built in place: the range allocator's result, stored field by field, was
+// copied with 16-byte loads, which no one 8-byte store can forward to: each
+// such load waited until the stores reached the cache. False when the range
+// allocator could not grow its own metadata (it throws); *out is then unset.
+bool Arena::take_range(uint64_t size, uint64_t alignment, RangeAllocation* out) noexcept {
+  try {
+    new (out) RangeAllocation(ranges_->allocate(size, alignment > kBlockAlignment ? alignment : 0));
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
 Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, const ArenaSettings& settings,
                        RangeAllocation* out, ArenaDelta* delta, Message* why, ArenaBlocked* blocked,
                        bool* fresh) noexcept {
@@ -110,14 +123,7 @@ Status Arena::allocate(uint64_t size, uint64_t alignment, uint64_t headroom, con
   InternalScope internal;  // node vectors may grow
   uint64_t grown = 0;      // by earlier attempts: taken from the headroom
   for (int attempt = 0; attempt < 3; ++attempt) {
-    // Built in place: the range allocator's result, stored field by field,
-    // was copied with 16-byte loads, which no one 8-byte store can forward
-    // to: each such load waited until the stores reached the cache.
-    try {
-      new (out) RangeAllocation(ranges_->allocate(size, alignment > kBlockAlignment ? alignment : 0));
-    } catch (...) {
-      return Status::out_of_space;
-    }
+    if (!take_range(size, alignment, out)) return Status::out_of_space;
     const RangeAllocation& r = *out;
     if (r) {
       const uint64_t extent = r.extent;
@@ -166,12 +172,7 @@ Status Arena::allocate_used(uint64_t size, uint64_t alignment, const ArenaSettin
                             ArenaDelta* delta, ArenaBlocked* blocked) noexcept {
   *blocked = ArenaBlocked::fresh;
   InternalScope internal;
-  try {
-    new (out) RangeAllocation(ranges_->allocate(size, alignment > kBlockAlignment ? alignment : 0));
-  } catch (...) {
-    return Status::out_of_space;
-  }
-  if (!*out) return Status::out_of_space;
+  if (!take_range(size, alignment, out) || !*out) return Status::out_of_space;
   if (out->offset + out->extent > handed_high_) {
     ranges_->deallocate(out->offset, out->handle);
     return Status::out_of_space;

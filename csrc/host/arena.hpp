@@ -172,6 +172,7 @@ class alignas(64) Arena {
   };
 
   char* reserve_range(const ArenaSettings& settings) noexcept;
+  bool take_range(uint64_t size, uint64_t alignment, RangeAllocation* out) noexcept;
   Status grow(uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta, Message* why) noexcept;
   Status pin_growth(char* start, uint64_t bytes, const ArenaSettings& settings, ArenaDelta* delta,
                     Message* why) noexcept;
