@@ -16,16 +16,18 @@ uintptr_t begin() noexcept { return reinterpret_cast<uintptr_t>(g_bootstrap_buff
 
 }  // namespace
 
-// Page-aligned, and on x86-64 placed after the face's other zero-initialised
-// data (.lbss follows .bss). In .bss its alignment pushed that data off the
-// page the loader already writes (.data's last) and split it in two, around
-// the buffer. A process whose only allocation is the C++ runtime's at load
-// (a preloaded /bin/true: its exception pool) then took six page faults in
-// the face's data where it now takes two: g_used's and the configuration
-// flag's pages each faulted twice (read, then written), the exception
-// pool's once, this buffer's once. tests/malloc checks the layout
-// (malloc_face_layout).
-#if defined(__x86_64__) && defined(__ELF__)
+// Page-aligned, and on x86-64 with GCC placed after the face's other
+// zero-initialised data (.lbss follows .bss). In .bss its alignment pushed
+// that data off the page the loader already writes (.data's last) and split
+// it in two, around the buffer. A process whose only allocation is the C++
+// runtime's at load (a preloaded /bin/true: its exception pool) then took
+// six page faults in the face's data where it now takes two (the exception
+// pool's page and this buffer's first): g_used's and the configuration
+// flag's pages each faulted twice, read and then written. tests/malloc
+// checks the layout (malloc_face_layout). Not with clang: it emits a
+// variable with a section of its own as file data, never zero-filled, which
+// would put the whole buffer in the file.
+#if defined(__x86_64__) && defined(__ELF__) && !defined(__clang__)
 #define UNIPOOL_BOOTSTRAP_SECTION __attribute__((section(".lbss.unipool_bootstrap")))
 #else
 #define UNIPOOL_BOOTSTRAP_SECTION
