@@ -79,16 +79,16 @@ Engine::Engine(const HostPoolConfig& config) : config_(config) {
   switch (config_.thread_cache) {
     case HostThreadCache::unlimited:
       heap_cache_limit_ = ~uint64_t{0};
-      segment_cache_limit_ = ~uint64_t{0};
+      segments_.set_cache_limit(~uint64_t{0});
       break;
     case HostThreadCache::performance:
       heap_cache_limit_ = uint64_t{4} << 20;
-      segment_cache_limit_ = 4;
+      segments_.set_cache_limit(4);
       break;
     case HostThreadCache::size:
     case HostThreadCache::none:
       heap_cache_limit_ = 0;
-      segment_cache_limit_ = 0;
+      segments_.set_cache_limit(0);
       break;
   }
   const bool lean = config_.thread_cache == HostThreadCache::size || config_.thread_cache == HostThreadCache::none;
@@ -401,14 +401,10 @@ void Engine::trim() noexcept {
   drop_huge_cache();
   {
     // Cached segments go back to their arenas first.
-    LockGuard lock(pages_lock_);
-    while (cached_segments_ != nullptr) {
-      Segment* seg = cached_segments_;
-      cached_segments_ = seg->next;
-      if (cached_segments_) cached_segments_->prev = nullptr;
-      seg->next = seg->prev = nullptr;
-      seg->in_free_list = false;
-      --cached_segment_count_;
+    LockGuard lock(segments_.lock());
+    const auto any = [](const Segment&) { return true; };
+    while (Segment* seg = segments_.take_cached_locked(any)) {
+      segments_.forget_locked(seg);
       release_segment(seg);
     }
   }
@@ -436,7 +432,7 @@ PinningState Engine::pinning_state() const noexcept {
 UNIPOOL_NO_THREAD_SAFETY_ANALYSIS void Engine::fork_prepare() noexcept {
   heaps_lock_.lock();
   for (SharedClass& sc : shared_) sc.lock.lock();
-  pages_lock_.lock();
+  segments_.lock().lock();
   setup_lock_.lock();
   for (const Arena& a : arenas_) a.mutex().lock();
   huge_.lock().lock();
@@ -459,7 +455,7 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS void Engine::fork_release(bool child) noexcept
   huge_.lock().unlock();
   for (uint32_t i = kMaxArenas; i-- > 0;) arenas_[i].mutex().unlock();
   setup_lock_.unlock();
-  pages_lock_.unlock();
+  segments_.lock().unlock();
   for (uint32_t c = kNumClasses; c-- > 0;) shared_[c].lock.unlock();
   heaps_lock_.unlock();
   if (!child) return;

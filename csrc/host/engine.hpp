@@ -8,7 +8,7 @@
 //   huge          own mappings, in the books of huge_blocks.hpp with a small cache
 //
 // Locks, always taken in this order: registry (thread_state.cpp) -> heaps_lock_
-// -> shared_[c].lock -> pages_lock_ -> setup_lock_ -> arenas_[i].mutex (one at
+// -> shared_[c].lock -> segments_.lock() -> setup_lock_ -> arenas_[i].mutex (one at
 // a time; several only in validate() and fork, by index) -> huge_.lock();
 // deferred_.lock() and the pinning thread's lock are never held while another is taken; the
 // region pinner's lock (region_pinner.hpp) comes after any of the others but
@@ -32,6 +32,7 @@
 #include "host/layout.hpp"
 #include "host/lock.hpp"
 #include "host/pin_thread.hpp"
+#include "host/segment_store.hpp"
 #include "host/size_classes.hpp"
 #include "host/thread_state.hpp"
 #include "unipool/fence.hpp"
@@ -228,12 +229,16 @@ class Engine {
   void release_page(Page* page) noexcept;  // empty page back to its segment
   void set_owner(Page* page, Heap* heap, uintptr_t owner) noexcept;
   void retire_empty_page(Heap* heap, Page* page) noexcept;
-  Segment* new_segment(uint8_t kind) noexcept;
-  void release_segment(Segment* segment) noexcept;
+  // A segment of `kind` added to the store, every page free: a cached one
+  // re-formatted, else a new range of arena 0; nullptr (reported) when no
+  // arena has room.
+  Segment* new_segment(uint8_t kind) noexcept UNIPOOL_REQUIRES(segments_.lock());
+  // Its range back to its arena (the store no longer holds it).
+  void release_segment(Segment* segment) noexcept UNIPOOL_REQUIRES(segments_.lock());
   // huge_pages=auto for dense segments (blocks up to 1 KiB; engine_pages.cpp).
   bool wants_huge_pages(uint32_t arena, uint64_t offset, bool dense) const noexcept;
   void advise_segment(Segment* segment, bool dense) noexcept;
-  Segment* take_cached_segment(bool dense) noexcept;  // pages_lock_ held
+  Segment* take_cached_segment(bool dense) noexcept UNIPOOL_REQUIRES(segments_.lock());
   void format_page(Page* page, uint32_t cls) noexcept;
   bool extend_page(Page* page) noexcept;
   // Moves the remote frees to the local list; *damaged (if given) is set when
@@ -371,7 +376,7 @@ class Engine {
   void count_arenas(HostPoolStats& st) const noexcept;
   void fill_bytes(HostPoolStats& st, const LiveSums& live, const SegmentSums& segments) const noexcept;
   void fill_counters(HostPoolStats& st, const LiveSums& live) const noexcept;
-  bool validate_pages(const int64_t live[kNumClasses], Message* why) const;
+  bool validate_pages(const int64_t live[kNumClasses], Message* why) const UNIPOOL_REQUIRES(segments_.lock());
   bool validate_caches(int64_t cached[kNumClasses], Message* why) const;
   bool validate_large_caches(Message* why) const UNIPOOL_REQUIRES(heaps_lock_);
   struct LargeRecount {
@@ -410,8 +415,7 @@ class Engine {
   uint64_t arena0_reserved_ = 0;  // under deferred_.lock()
   uint64_t huge_threshold_ = 0;
   bool tiny_address_space_ = false;  // shrink_for_address_space() ran
-  uint64_t heap_cache_limit_ = 0;   // empty-page bytes a heap keeps
-  uint64_t segment_cache_limit_ = 0;  // free segments the pool keeps
+  uint64_t heap_cache_limit_ = 0;    // empty-page bytes a heap keeps
   uint64_t retain_ = 0;
   uint32_t registry_slot_ = 0;
 
@@ -429,13 +433,7 @@ class Engine {
   std::atomic<uint32_t> shard_arena_[kLargeShards] = {};  // arena of each shard, kNoArena until used
   uint32_t shards_ = kLargeShards;  // 1 with a limit
 
-  // Segments and pages.
-  mutable Mutex pages_lock_;
-  Segment* free_segments_[kSegmentKinds] = {};      // segments with free pages, by kind
-  Segment* cached_segments_ = nullptr;              // fully free, kept
-  uint64_t cached_segment_count_ = 0;
-  uint64_t segment_count_ = 0;
-  Segment* all_segments_ = nullptr;                 // every segment held (all_next/all_prev)
+  SegmentStore segments_;  // the segments held and their free pages; its lock guards page formats
 
   SharedClass shared_[kNumClasses];
   // Bumped to ask every heap to empty its block cache at its next slow call.

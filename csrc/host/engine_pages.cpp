@@ -20,22 +20,6 @@ uint32_t extend_count(uint32_t block_size) noexcept {
   return n < 4 ? 4 : n;
 }
 
-void unlink_free(Segment** list, Segment* s) noexcept {
-  if (s->prev) s->prev->next = s->next;
-  else *list = s->next;
-  if (s->next) s->next->prev = s->prev;
-  s->next = s->prev = nullptr;
-  s->in_free_list = false;
-}
-
-void link_free(Segment** list, Segment* s) noexcept {
-  s->prev = nullptr;
-  s->next = *list;
-  if (*list) (*list)->prev = s;
-  *list = s;
-  s->in_free_list = true;
-}
-
 }  // namespace
 
 // Page::reciprocal is 32 bits; the smallest class has the largest.
@@ -177,7 +161,7 @@ Page* Engine::acquire_page(Heap* heap, uint32_t cls) noexcept {
   if (heap != nullptr) {
     if (Page* page = heap->empty[kind].pop()) {
       heap->empty_bytes -= Segment::of(page)->page_bytes(page->index);
-      LockGuard lock(pages_lock_);  // stats() reads page formats under it
+      LockGuard lock(segments_.lock());  // stats() reads page formats under it
       format_page(page, cls);
       set_owner(page, heap, reinterpret_cast<uintptr_t>(heap->thread));  // still this thread's: a new class line
       return page;
@@ -186,17 +170,12 @@ Page* Engine::acquire_page(Heap* heap, uint32_t cls) noexcept {
   }
   Page* page = nullptr;
   {
-    LockGuard lock(pages_lock_);
-    Segment* seg = free_segments_[kind];
-    if (seg == nullptr) {
-      seg = new_segment(kind);
-      if (seg == nullptr) return nullptr;
+    LockGuard lock(segments_.lock());
+    page = segments_.take_page_locked(kind);
+    if (page == nullptr) {
+      if (new_segment(kind) == nullptr) return nullptr;
+      page = segments_.take_page_locked(kind);
     }
-    const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(seg->free_mask));
-    seg->free_mask &= ~(uint64_t{1} << i);
-    ++seg->pages_in_use;
-    if (seg->free_mask == 0) unlink_free(&free_segments_[kind], seg);
-    page = &seg->pages[i];
     format_page(page, cls);
   }
   set_owner(page, heap, owner);
@@ -226,7 +205,7 @@ void Engine::retire_empty_page(Heap* heap, Page* page) noexcept {
   const uint64_t bytes = Segment::of(page)->page_bytes(page->index);
   if (heap->empty_bytes + bytes <= heap_cache_limit_) {
     // Kept by the thread, unformatted: a free into it finds no block.
-    LockGuard lock(pages_lock_);
+    LockGuard lock(segments_.lock());
     page->extended.store(0, std::memory_order_relaxed);
     page->free = nullptr;
     page->cls = kNoClass;
@@ -238,34 +217,20 @@ void Engine::retire_empty_page(Heap* heap, Page* page) noexcept {
 }
 
 void Engine::release_page(Page* page) noexcept {
-  Segment* seg = Segment::of(page);
   page->extended.store(0, std::memory_order_relaxed);
   page->free = nullptr;
   page->in_full = 0;
   page->used.store(0, std::memory_order_relaxed);
   set_owner(page, nullptr, kOwnerNone);
-  LockGuard lock(pages_lock_);
-  seg->free_mask |= uint64_t{1} << page->index;
-  --seg->pages_in_use;
-  if (seg->pages_in_use == 0) {
-    if (seg->in_free_list) unlink_free(&free_segments_[seg->kind], seg);
-    if (cached_segment_count_ < segment_cache_limit_) {
-      link_free(&cached_segments_, seg);
-      ++cached_segment_count_;
-    } else {
-      release_segment(seg);
-    }
-    return;
-  }
-  if (!seg->in_free_list) link_free(&free_segments_[seg->kind], seg);
+  LockGuard lock(segments_.lock());
+  if (Segment* idle = segments_.give_page_locked(page)) release_segment(idle);
 }
 
-// ---- segments (pages_lock_ held) --------------------------------------------
+// ---- segments (segments_.lock() held) ---------------------------------------
 
 Segment* Engine::new_segment(uint8_t kind) noexcept {
-  Segment* seg = nullptr;
-  if (cached_segments_ != nullptr) {
-    seg = take_cached_segment(kind == kDenseSegment);
+  Segment* seg = take_cached_segment(kind == kDenseSegment);
+  if (seg != nullptr) {
     advise_segment(seg, kind == kDenseSegment);
   } else {
     // Segments go to arena 0 first, where the fast free path looks.
@@ -287,11 +252,7 @@ Segment* Engine::new_segment(uint8_t kind) noexcept {
     seg->range_offset = r.offset;
     seg->range_handle = r.handle;
     seg->arena = index;
-    seg->all_prev = nullptr;
-    seg->all_next = all_segments_;
-    if (all_segments_) all_segments_->all_prev = seg;
-    all_segments_ = seg;
-    ++segment_count_;
+    segments_.hold_locked(seg);
   }
   seg->magic = kSegmentMagic ^ reinterpret_cast<uintptr_t>(seg) ^ secret_;
   seg->engine = this;
@@ -311,7 +272,7 @@ Segment* Engine::new_segment(uint8_t kind) noexcept {
     page->kind = kind;
     page->link_key = page_link_key(secret_, page);
   }
-  link_free(&free_segments_[kind], seg);
+  segments_.open_locked(seg);
   return seg;
 }
 
@@ -330,17 +291,8 @@ bool Engine::wants_huge_pages(uint32_t arena, uint64_t offset, bool dense) const
 // advice already fits, if any of the first few does (advise_segment then
 // has nothing to undo), else the first.
 Segment* Engine::take_cached_segment(bool dense) noexcept {
-  Segment* seg = cached_segments_;
-  int looked = 0;
-  for (Segment* s = cached_segments_; s != nullptr && looked < 8; s = s->next, ++looked) {
-    if (s->huge_advised == wants_huge_pages(s->arena, s->range_offset, dense)) {
-      seg = s;
-      break;
-    }
-  }
-  unlink_free(&cached_segments_, seg);
-  --cached_segment_count_;
-  return seg;
+  return segments_.take_cached_locked(
+      [this, dense](const Segment& s) { return s.huge_advised == wants_huge_pages(s.arena, s.range_offset, dense); });
 }
 
 // The advice follows a cached segment that changes kind, and goes when the
@@ -367,10 +319,6 @@ void Engine::advise_segment(Segment* seg, bool dense) noexcept {
 
 void Engine::release_segment(Segment* seg) noexcept {
   advise_segment(seg, false);
-  if (seg->all_prev) seg->all_prev->all_next = seg->all_next;
-  else all_segments_ = seg->all_next;
-  if (seg->all_next) seg->all_next->all_prev = seg->all_prev;
-  --segment_count_;
   FutexGuard lock(arenas_[seg->arena].mutex());
   Arena& arena = arenas_[seg->arena];
   arena.set_slot(seg->range_offset, kSlotOther);

@@ -60,8 +60,8 @@ Engine::LiveSums Engine::count_live(HostPoolStats& st) const noexcept {
 Engine::SegmentSums Engine::count_segments(HostPoolStats& st) const noexcept {
   SegmentSums sums;
   {
-    LockGuard lock(pages_lock_);
-    for (const Segment* seg = all_segments_; seg != nullptr; seg = seg->all_next) {
+    LockGuard lock(segments_.lock());
+    for (const Segment* seg = segments_.first_locked(); seg != nullptr; seg = seg->all_next) {
       sums.bytes += kSegmentSize;
       sums.overhead += kSegmentHeaderBytes;
       for (uint32_t i = 0; i < seg->page_count; ++i) {

@@ -195,10 +195,10 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
     return false;
   }
   int64_t page_live[kNumClasses] = {};
-  uint64_t formatted = 0, listed = 0, segments = 0, cached_segments = 0;
+  uint64_t formatted = 0, listed = 0;
   int64_t cached_bits = 0;  // used blocks without a live bit: the cached ones
-  for (const Segment* seg = all_segments_; seg != nullptr; seg = seg->all_next) {
-    ++segments;
+  if (!segments_.validate_locked(why)) return false;
+  for (const Segment* seg = segments_.first_locked(); seg != nullptr; seg = seg->all_next) {
     if (seg->magic != (kSegmentMagic ^ reinterpret_cast<uintptr_t>(seg) ^ secret_) || seg->engine != this) {
       return bad(why, "segment: bad magic or engine");
     }
@@ -212,10 +212,6 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
     if (seg->page_count != expect_pages || seg->kind >= kSegmentKinds || seg->page_shift != page_shift_of(seg->kind)) {
       return bad(why, "segment: page count or shift does not match its kind");
     }
-    if (seg->pages_in_use + static_cast<uint32_t>(std::popcount(seg->free_mask)) != seg->page_count) {
-      return bad(why, "segment: pages in use + free pages != pages");
-    }
-    if (seg->pages_in_use == 0) ++cached_segments;
     const uint64_t* header_bits = block_bit_word(reinterpret_cast<uintptr_t>(seg));
     for (uint64_t w = 0; w < (kSegmentHeaderBytes >> kGranuleShift >> 6); ++w) {
       if (__atomic_load_n(&header_bits[w], __ATOMIC_RELAXED) != 0) return bad(why, "segment: a live bit in its header");
@@ -254,9 +250,6 @@ bool Engine::validate_pages(const int64_t live[kNumClasses], Message* why) const
       if (remote > used) return bad(why, "page: more remote frees than used blocks");
       page_live[page.cls] += used - remote;
     }
-  }
-  if (segments != segment_count_ || cached_segments != cached_segment_count_) {
-    return bad(why, "segments: count or cached count differs from a recount");
   }
   int64_t cached[kNumClasses];
   if (!validate_caches(cached, why)) return false;
@@ -347,7 +340,7 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::validate_paused(std::string* why_
   {
     LockGuard heaps(heaps_lock_);
     for (const SharedClass& sc : shared_) sc.lock.lock();
-    LockGuard pages(pages_lock_);
+    LockGuard pages(segments_.lock());
     LockGuard setup(setup_lock_);
     for (const Arena& a : arenas_) a.mutex().lock();
     count_small(live, refills, &unflushed);
@@ -380,7 +373,7 @@ UNIPOOL_NO_THREAD_SAFETY_ANALYSIS bool Engine::validate_paused(std::string* why_
       if (huge.blocks != huge_.count() || cache_bytes != huge_.cached_bytes()) {
         ok = bad(&why, "huge: block count or cached bytes differ from a recount");
       }
-      uint64_t segment_bytes = segment_count_ * kSegmentSize, arena_committed = 0, arena_used = 0;
+      uint64_t segment_bytes = segments_.count() * kSegmentSize, arena_committed = 0, arena_used = 0;
       for (uint32_t i = 0; i < arena_count_.load(std::memory_order_relaxed); ++i) {
         arena_committed += arenas_[i].committed_bytes();
         arena_used += arenas_[i].used_bytes();

@@ -244,11 +244,11 @@ struct Segment {
   uint64_t range_offset;      // in the arena's range allocator
   uint64_t range_handle;
   uint32_t arena;             // index in the engine's arenas
-  Segment* next;              // the engine's list of segments with free pages (or cached)
+  Segment* next;              // the segment store's list of its kind, or of cached ones
   Segment* prev;
-  Segment* all_next;          // the engine's list of every segment it holds
+  Segment* all_next;  // the segment store's list of every segment held
   Segment* all_prev;
-  bool in_free_list;
+  bool in_free_list;  // on one of the store's lists (next/prev)
   bool huge_advised;  // huge_pages=auto advised it (Engine::advise_segment)
   alignas(64) PageTag tags[kMaxPagesPerSegment];
   Page pages[kMaxPagesPerSegment];

@@ -22,4 +22,5 @@ list(APPEND UNIPOOL_SOURCES
   host/history.cpp
   host/host_pool.cpp
   host/pin_thread.cpp
+  host/segment_store.cpp
   host/thread_state.cpp)

@@ -1,0 +1,164 @@
+// The segment store's lists on their own (csrc/host/segment_store.hpp): pages
+// taken by kind, pages given back, idle segments cached up to the limit and
+// then let go, and the validator that checks the lists.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "host/segment_store.hpp"
+
+namespace unipool::host {
+namespace {
+
+// A segment's header as the engine formats it, every page free, in 4 MiB of
+// aligned memory (only the header is written: Segment::of() needs the
+// alignment, not the pages).
+struct TestSegment {
+  explicit TestSegment(uint8_t kind) {
+    void* memory = std::aligned_alloc(kSegmentSize, kSegmentSize);
+    if (memory == nullptr) throw std::bad_alloc();
+    seg = static_cast<Segment*>(memory);
+    seg->kind = kind;
+    seg->page_shift = static_cast<uint8_t>(page_shift_of(kind));
+    seg->page_count = static_cast<uint32_t>(kSegmentSize >> seg->page_shift);
+    seg->pages_in_use = 0;
+    seg->free_mask = seg->page_count == 64 ? ~uint64_t{0} : (uint64_t{1} << seg->page_count) - 1;
+    seg->next = seg->prev = seg->all_next = seg->all_prev = nullptr;
+    seg->in_free_list = false;
+    for (uint32_t i = 0; i < seg->page_count; ++i) {
+      Page* page = new (&seg->pages[i]) Page{};
+      page->index = static_cast<uint8_t>(i);
+      page->kind = kind;
+    }
+  }
+  ~TestSegment() { std::free(seg); }
+  TestSegment(const TestSegment&) = delete;
+  TestSegment& operator=(const TestSegment&) = delete;
+  Segment* seg;
+};
+
+// What the engine does with a new segment: held, formatted, open, and a
+// page of it taken (the one the engine wanted). Returns that page.
+Page* add(SegmentStore& store, Segment* seg) {
+  store.hold_locked(seg);
+  store.open_locked(seg);
+  return store.take_page_locked(seg->kind);
+}
+
+std::string check(const SegmentStore& store) {
+  Message why;
+  return store.validate_locked(&why) ? std::string() : std::string(why.c_str());
+}
+
+TEST(HostSegmentStore, TakesPagesOfItsKindUntilTheSegmentIsFull) {
+  SegmentStore store;
+  LockGuard lock(store.lock());
+  EXPECT_EQ(store.take_page_locked(kSmallSegment), nullptr) << "no segment yet";
+  TestSegment small(kSmallSegment), middle(kMiddleSegment);
+  std::set<Page*> pages = {add(store, small.seg)};
+  ASSERT_NE(add(store, middle.seg), nullptr);
+  EXPECT_EQ(store.take_page_locked(kDenseSegment), nullptr) << "a page of another kind";
+  for (uint32_t i = 1; i < small.seg->page_count; ++i) {
+    Page* page = store.take_page_locked(kSmallSegment);
+    ASSERT_NE(page, nullptr);
+    EXPECT_EQ(Segment::of(page), small.seg);
+    pages.insert(page);
+  }
+  EXPECT_EQ(pages.size(), small.seg->page_count) << "a page handed out twice";
+  EXPECT_EQ(store.take_page_locked(kSmallSegment), nullptr) << "the full segment is still offered";
+  EXPECT_FALSE(small.seg->in_free_list);
+  EXPECT_EQ(check(store), "");
+  EXPECT_EQ(store.count(), 2u);
+  // A page back: the full segment is offered again.
+  EXPECT_EQ(store.give_page_locked(*pages.begin()), nullptr);
+  EXPECT_EQ(store.take_page_locked(kSmallSegment), *pages.begin());
+  EXPECT_EQ(check(store), "");
+}
+
+// A store that caches one idle segment, holding two with a page in use each.
+class HostSegmentStoreOfTwo : public ::testing::Test {
+ protected:
+  HostSegmentStoreOfTwo() {
+    store.set_cache_limit(1);
+    in_a = add(store, a.seg);
+    in_b = add(store, b.seg);
+  }
+  SegmentStore store;
+  LockGuard lock{store.lock()};
+  TestSegment a{kSmallSegment}, b{kSmallSegment};
+  Page* in_a = nullptr;
+  Page* in_b = nullptr;
+};
+
+TEST_F(HostSegmentStoreOfTwo, CachesIdleSegmentsUpToItsLimitThenLetsThemGo) {
+  ASSERT_EQ(Segment::of(in_a), a.seg);
+  ASSERT_EQ(Segment::of(in_b), b.seg);
+  EXPECT_EQ(store.give_page_locked(in_a), nullptr) << "the first idle segment is cached";
+  EXPECT_EQ(store.cached_count(), 1u);
+  EXPECT_EQ(check(store), "");
+  EXPECT_EQ(store.give_page_locked(in_b), b.seg) << "past the limit an idle segment goes";
+  EXPECT_EQ(store.count(), 1u);
+  EXPECT_EQ(store.first_locked(), a.seg);
+  EXPECT_EQ(b.seg->all_next, nullptr);
+  EXPECT_EQ(check(store), "");
+  // The cached one serves the next segment of any kind (re-formatted).
+  Segment* reused = store.take_cached_locked([](const Segment&) { return true; });
+  ASSERT_EQ(reused, a.seg);
+  EXPECT_EQ(store.cached_count(), 0u);
+  EXPECT_EQ(store.take_cached_locked([](const Segment&) { return true; }), nullptr);
+  reused->kind = kDenseSegment;
+  store.open_locked(reused);
+  EXPECT_EQ(Segment::of(store.take_page_locked(kDenseSegment)), a.seg);
+  EXPECT_EQ(check(store), "");
+}
+
+TEST(HostSegmentStore, TakesTheCachedSegmentItsCallerPrefers) {
+  SegmentStore store;
+  store.set_cache_limit(4);
+  LockGuard lock(store.lock());
+  std::vector<std::unique_ptr<TestSegment>> segs;
+  std::vector<Page*> pages;
+  for (int i = 0; i < 3; ++i) {
+    segs.push_back(std::make_unique<TestSegment>(kSmallSegment));
+    pages.push_back(add(store, segs.back()->seg));
+  }
+  for (Page* page : pages) ASSERT_EQ(store.give_page_locked(page), nullptr);
+  ASSERT_EQ(store.cached_count(), 3u);
+  Segment* want = segs[1]->seg;
+  EXPECT_EQ(store.take_cached_locked([want](const Segment& s) { return &s == want; }), want);
+  // None preferred: the first cached (the last to go idle).
+  EXPECT_EQ(store.take_cached_locked([](const Segment&) { return false; }), segs[2]->seg);
+  EXPECT_EQ(store.cached_count(), 1u);
+}
+
+TEST_F(HostSegmentStoreOfTwo, ValidateFindsListsThatDisagreeWithTheSegments) {
+  ASSERT_EQ(store.give_page_locked(in_a), nullptr);
+  ASSERT_EQ(check(store), "");
+
+  b.seg->free_mask &= ~(uint64_t{1} << 5);  // a page gone from the bits
+  EXPECT_NE(check(store).find("pages in use + free pages"), std::string::npos) << check(store);
+  b.seg->free_mask |= uint64_t{1} << 5;
+
+  b.seg->in_free_list = false;  // offered, but not marked so
+  EXPECT_NE(check(store), "");
+  b.seg->in_free_list = true;
+
+  a.seg->pages_in_use = 1;  // cached while a page is in use
+  a.seg->free_mask &= ~uint64_t{1};
+  EXPECT_NE(check(store), "");
+  a.seg->pages_in_use = 0;
+  a.seg->free_mask |= 1;
+
+  b.seg->kind = kDenseSegment;  // on the list of another kind
+  EXPECT_NE(check(store).find("another kind"), std::string::npos) << check(store);
+  b.seg->kind = kSmallSegment;
+  EXPECT_EQ(check(store), "");
+}
+
+}  // namespace
+}  // namespace unipool::host
