@@ -230,8 +230,8 @@ class Engine {
   void set_owner(Page* page, Heap* heap, uintptr_t owner) noexcept;
   void retire_empty_page(Heap* heap, Page* page) noexcept;
   // A segment of `kind` added to the store, every page free: a cached one
-  // re-formatted, else a new range of arena 0; nullptr (reported) when no
-  // arena has room.
+  // re-formatted, else a new range, from arena 0 first (where the fast free
+  // path looks), else any other; nullptr (reported) when no arena has room.
   Segment* new_segment(uint8_t kind) noexcept UNIPOOL_REQUIRES(segments_.lock());
   // Its range back to its arena (the store no longer holds it).
   void release_segment(Segment* segment) noexcept UNIPOOL_REQUIRES(segments_.lock());

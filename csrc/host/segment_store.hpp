@@ -7,7 +7,9 @@
 //     next page of that kind is taken;
 //   - up to a limit, the segments with no page in use, kept for reuse by
 //     any kind (the thread-cache policy sets the limit).
-// Invariants (validate_locked() checks them):
+// Invariants, whenever the lock is free (validate_locked() checks them; a
+// segment open_locked() offers has no page in use until its caller, under
+// the same hold of the lock, takes one):
 //   - count() segments are held, cached_count() of them cached, at most the
 //     limit;
 //   - a segment is on its kind's free list iff it has a page in use and a
@@ -59,8 +61,8 @@ class SegmentStore {
 
   // The first segment held; each one's all_next leads to the next.
   const Segment* first_locked() const noexcept UNIPOOL_REQUIRES(lock_) { return all_; }
-  uint64_t count() const noexcept { return count_; }
-  uint64_t cached_count() const noexcept { return cached_count_; }
+  uint64_t count() const noexcept UNIPOOL_REQUIRES(lock_) { return count_; }
+  uint64_t cached_count() const noexcept UNIPOOL_REQUIRES(lock_) { return cached_count_; }
   bool validate_locked(Message* why) const noexcept UNIPOOL_REQUIRES(lock_);
 
  private:
@@ -68,12 +70,12 @@ class SegmentStore {
   static void unlink(Segment** list, Segment* seg) noexcept;
 
   mutable Mutex lock_;
-  Segment* free_[kSegmentKinds] = {};  // by kind: a page in use and a free page
-  Segment* cached_ = nullptr;          // no page in use, kept
-  Segment* all_ = nullptr;             // every segment held (all_next/all_prev)
-  uint64_t cached_count_ = 0;
-  uint64_t count_ = 0;
-  uint64_t cache_limit_ = 0;
+  Segment* free_[kSegmentKinds] UNIPOOL_GUARDED_BY(lock_) = {};  // by kind: a page in use and a free page
+  Segment* cached_ UNIPOOL_GUARDED_BY(lock_) = nullptr;          // no page in use, kept
+  Segment* all_ UNIPOOL_GUARDED_BY(lock_) = nullptr;             // every segment held (all_next/all_prev)
+  uint64_t cached_count_ UNIPOOL_GUARDED_BY(lock_) = 0;
+  uint64_t count_ UNIPOOL_GUARDED_BY(lock_) = 0;
+  uint64_t cache_limit_ = 0;  // set once, before any thread uses the pool
 };
 
 template <class Prefer>

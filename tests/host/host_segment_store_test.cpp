@@ -145,12 +145,12 @@ TEST_F(HostSegmentStoreOfTwo, ValidateFindsListsThatDisagreeWithTheSegments) {
   b.seg->free_mask |= uint64_t{1} << 5;
 
   b.seg->in_free_list = false;  // offered, but not marked so
-  EXPECT_NE(check(store), "");
+  EXPECT_NE(check(store).find("a segment with a free page is not listed"), std::string::npos) << check(store);
   b.seg->in_free_list = true;
 
   a.seg->pages_in_use = 1;  // cached while a page is in use
   a.seg->free_mask &= ~uint64_t{1};
-  EXPECT_NE(check(store), "");
+  EXPECT_NE(check(store).find("cached count differs from the idle segments"), std::string::npos) << check(store);
   a.seg->pages_in_use = 0;
   a.seg->free_mask |= 1;
 
