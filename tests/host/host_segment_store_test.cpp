@@ -136,6 +136,39 @@ TEST(HostSegmentStore, TakesTheCachedSegmentItsCallerPrefers) {
   EXPECT_EQ(store.cached_count(), 1u);
 }
 
+// The preference is looked for among the first eight cached segments only
+// (a bounded walk under the lock): a preferred ninth is not found.
+TEST(HostSegmentStore, LooksForThePreferredAmongTheFirstEightCached) {
+  SegmentStore store;
+  store.set_cache_limit(10);
+  LockGuard lock(store.lock());
+  std::vector<std::unique_ptr<TestSegment>> segs;
+  std::vector<Page*> pages;
+  for (int i = 0; i < 10; ++i) {
+    segs.push_back(std::make_unique<TestSegment>(kSmallSegment));
+    pages.push_back(add(store, segs.back()->seg));
+  }
+  for (Page* page : pages) ASSERT_EQ(store.give_page_locked(page), nullptr);
+  ASSERT_EQ(store.cached_count(), 10u);
+  // The cached list runs from the last to go idle: segs[9] first, segs[1]
+  // ninth, segs[0] tenth.
+  Segment* ninth = segs[1]->seg;
+  Segment* eighth = segs[2]->seg;
+  EXPECT_EQ(store.take_cached_locked([ninth](const Segment& s) { return &s == ninth; }), segs[9]->seg)
+      << "the walk went past eight";
+  EXPECT_EQ(store.take_cached_locked([eighth](const Segment& s) { return &s == eighth; }), eighth)
+      << "one taken: the ninth is now eighth";
+  EXPECT_EQ(store.take_cached_locked([ninth](const Segment& s) { return &s == ninth; }), ninth);
+  EXPECT_EQ(store.cached_count(), 7u);
+  // Taken off the cache, a segment is the caller's to open again.
+  for (Segment* seg : {segs[9]->seg, eighth, ninth}) {
+    seg->kind = kMiddleSegment;
+    store.open_locked(seg);
+    ASSERT_NE(store.take_page_locked(kMiddleSegment), nullptr);
+  }
+  EXPECT_EQ(check(store), "");
+}
+
 TEST_F(HostSegmentStoreOfTwo, ValidateFindsListsThatDisagreeWithTheSegments) {
   ASSERT_EQ(store.give_page_locked(in_a), nullptr);
   ASSERT_EQ(check(store), "");
@@ -157,6 +190,26 @@ TEST_F(HostSegmentStoreOfTwo, ValidateFindsListsThatDisagreeWithTheSegments) {
   b.seg->kind = kDenseSegment;  // on the list of another kind
   EXPECT_NE(check(store).find("another kind"), std::string::npos) << check(store);
   b.seg->kind = kSmallSegment;
+  EXPECT_EQ(check(store), "");
+}
+
+// A list that loops back on itself ends the walk with a message, not a hang.
+TEST_F(HostSegmentStoreOfTwo, ValidateFindsALoopInAList) {
+  ASSERT_EQ(store.give_page_locked(in_a), nullptr);
+  ASSERT_EQ(check(store), "");
+
+  b.seg->next = b.seg;  // the kind's list of open segments
+  EXPECT_EQ(check(store), "segments: a list longer than the segments held");
+  b.seg->next = nullptr;
+
+  a.seg->next = a.seg;  // the cached list
+  EXPECT_EQ(check(store), "segments: a list longer than the segments held");
+  a.seg->next = nullptr;
+
+  ASSERT_EQ(b.seg->all_next, a.seg);  // the list of all: b, then a
+  a.seg->all_next = b.seg;
+  EXPECT_EQ(check(store), "segments: more segments on the list of all than counted");
+  a.seg->all_next = nullptr;
   EXPECT_EQ(check(store), "");
 }
 
