@@ -117,18 +117,27 @@ TEST_F(HostSegmentStoreOfTwo, CachesIdleSegmentsUpToItsLimitThenLetsThemGo) {
   EXPECT_EQ(check(store), "");
 }
 
-TEST(HostSegmentStore, TakesTheCachedSegmentItsCallerPrefers) {
-  SegmentStore store;
-  store.set_cache_limit(4);
-  LockGuard lock(store.lock());
-  std::vector<std::unique_ptr<TestSegment>> segs;
-  std::vector<Page*> pages;
-  for (int i = 0; i < 3; ++i) {
-    segs.push_back(std::make_unique<TestSegment>(kSmallSegment));
-    pages.push_back(add(store, segs.back()->seg));
+// A store whose cache holds `n` idle segments: each added, one page of it
+// taken and given back.
+class HostSegmentStoreCaching : public ::testing::Test {
+ protected:
+  void cache_idle(uint64_t limit, int n) {
+    store.set_cache_limit(limit);
+    std::vector<Page*> pages;
+    for (int i = 0; i < n; ++i) {
+      segs.push_back(std::make_unique<TestSegment>(kSmallSegment));
+      pages.push_back(add(store, segs.back()->seg));
+    }
+    for (Page* page : pages) EXPECT_EQ(store.give_page_locked(page), nullptr) << "an idle segment let go";
+    EXPECT_EQ(store.cached_count(), static_cast<uint64_t>(n));
   }
-  for (Page* page : pages) ASSERT_EQ(store.give_page_locked(page), nullptr);
-  ASSERT_EQ(store.cached_count(), 3u);
+  SegmentStore store;
+  LockGuard lock{store.lock()};
+  std::vector<std::unique_ptr<TestSegment>> segs;
+};
+
+TEST_F(HostSegmentStoreCaching, TakesTheCachedSegmentItsCallerPrefers) {
+  cache_idle(4, 3);
   Segment* want = segs[1]->seg;
   EXPECT_EQ(store.take_cached_locked([want](const Segment& s) { return &s == want; }), want);
   // None preferred: the first cached (the last to go idle).
@@ -138,18 +147,8 @@ TEST(HostSegmentStore, TakesTheCachedSegmentItsCallerPrefers) {
 
 // The preference is looked for among the first eight cached segments only
 // (a bounded walk under the lock): a preferred ninth is not found.
-TEST(HostSegmentStore, LooksForThePreferredAmongTheFirstEightCached) {
-  SegmentStore store;
-  store.set_cache_limit(10);
-  LockGuard lock(store.lock());
-  std::vector<std::unique_ptr<TestSegment>> segs;
-  std::vector<Page*> pages;
-  for (int i = 0; i < 10; ++i) {
-    segs.push_back(std::make_unique<TestSegment>(kSmallSegment));
-    pages.push_back(add(store, segs.back()->seg));
-  }
-  for (Page* page : pages) ASSERT_EQ(store.give_page_locked(page), nullptr);
-  ASSERT_EQ(store.cached_count(), 10u);
+TEST_F(HostSegmentStoreCaching, LooksForThePreferredAmongTheFirstEight) {
+  cache_idle(10, 10);
   // The cached list runs from the last to go idle: segs[9] first, segs[1]
   // ninth, segs[0] tenth.
   Segment* ninth = segs[1]->seg;
