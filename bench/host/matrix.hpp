@@ -17,7 +17,7 @@ struct MatrixOptions {
   std::vector<Peer> peers;           // for every workload but rpmalloc_random
   std::vector<Peer> policy_peers;    // unipool:<policy>, rpmalloc_random only
   bool quick = false;
-  unsigned repeat = 1;               // runs per cell; the median by ops/s is kept
+  unsigned repeat = 1;  // runs per cell; the median by ops per CPU-second is kept
   double timeout_s = 300;
   bool pin = true;  // each worker thread on a CPU of its own (child.hpp)
 };
