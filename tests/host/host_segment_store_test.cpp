@@ -128,8 +128,8 @@ class HostSegmentStoreCaching : public ::testing::Test {
       segs.push_back(std::make_unique<TestSegment>(kSmallSegment));
       pages.push_back(add(store, segs.back()->seg));
     }
-    for (Page* page : pages) EXPECT_EQ(store.give_page_locked(page), nullptr) << "an idle segment let go";
-    EXPECT_EQ(store.cached_count(), static_cast<uint64_t>(n));
+    for (Page* page : pages) ASSERT_EQ(store.give_page_locked(page), nullptr) << "an idle segment let go";
+    ASSERT_EQ(store.cached_count(), static_cast<uint64_t>(n));
   }
   SegmentStore store;
   LockGuard lock{store.lock()};
@@ -137,7 +137,7 @@ class HostSegmentStoreCaching : public ::testing::Test {
 };
 
 TEST_F(HostSegmentStoreCaching, TakesTheCachedSegmentItsCallerPrefers) {
-  cache_idle(4, 3);
+  ASSERT_NO_FATAL_FAILURE(cache_idle(4, 3));
   Segment* want = segs[1]->seg;
   EXPECT_EQ(store.take_cached_locked([want](const Segment& s) { return &s == want; }), want);
   // None preferred: the first cached (the last to go idle).
@@ -148,22 +148,25 @@ TEST_F(HostSegmentStoreCaching, TakesTheCachedSegmentItsCallerPrefers) {
 // The preference is looked for among the first eight cached segments only
 // (a bounded walk under the lock): a preferred ninth is not found.
 TEST_F(HostSegmentStoreCaching, LooksForThePreferredAmongTheFirstEight) {
-  cache_idle(10, 10);
+  ASSERT_NO_FATAL_FAILURE(cache_idle(10, 10));
   // The cached list runs from the last to go idle: segs[9] first, segs[1]
   // ninth, segs[0] tenth.
   Segment* ninth = segs[1]->seg;
-  Segment* eighth = segs[2]->seg;
+  Segment* tenth = segs[0]->seg;
   EXPECT_EQ(store.take_cached_locked([ninth](const Segment& s) { return &s == ninth; }), segs[9]->seg)
       << "the walk went past eight";
-  EXPECT_EQ(store.take_cached_locked([eighth](const Segment& s) { return &s == eighth; }), eighth)
-      << "one taken: the ninth is now eighth";
-  EXPECT_EQ(store.take_cached_locked([ninth](const Segment& s) { return &s == ninth; }), ninth);
+  // One taken: the ninth is now eighth, and is found.
+  EXPECT_EQ(store.take_cached_locked([ninth](const Segment& s) { return &s == ninth; }), ninth)
+      << "the walk stopped before eight";
+  // Two taken: the tenth is now eighth.
+  EXPECT_EQ(store.take_cached_locked([tenth](const Segment& s) { return &s == tenth; }), tenth)
+      << "the walk stopped before eight";
   EXPECT_EQ(store.cached_count(), 7u);
-  // Taken off the cache, a segment is the caller's to open again.
-  for (Segment* seg : {segs[9]->seg, eighth, ninth}) {
-    seg->kind = kMiddleSegment;
+  // Taken off the cache, a segment is the caller's to format and open again.
+  for (Segment* seg : {segs[9]->seg, ninth, tenth}) {
+    seg->kind = kDenseSegment;  // the same page size as small ones
     store.open_locked(seg);
-    ASSERT_NE(store.take_page_locked(kMiddleSegment), nullptr);
+    ASSERT_NE(store.take_page_locked(kDenseSegment), nullptr);
   }
   EXPECT_EQ(check(store), "");
 }
