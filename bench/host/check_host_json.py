@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Smoke check of unipool_host_bench (ctest host_bench_quick): runs it with
---json, then checks that every record has the eleven contract keys with sane
+--json, then checks that every record has the twelve contract keys with sane
 values, and that every workload has a result for unipool and for glibc at
 every thread count asked. Timings are printed by the benchmark, never judged.
 
@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 
-KEYS = ["allocator", "workload", "threads", "ops_per_s", "p50_alloc_ns", "p99_alloc_ns", "p50_free_ns",
+KEYS = ["allocator", "workload", "threads", "ops_per_s", "ops_per_cpu_s", "p50_alloc_ns", "p99_alloc_ns", "p50_free_ns",
         "p99_free_ns", "peak_rss_bytes", "page_faults", "usable_over_requested"]
 WORKLOADS = ["rl_small", "rl_medium", "fragmentation_mix", "alignment64", "hakmem_json", "hakmem_mir",
              "hakmem_vm", "hakmem_mixed", "rpmalloc_random", "mid_mt", "producer_consumer", "exchange"]
@@ -40,7 +40,7 @@ def main() -> int:
             errors.append(f"{r.get('allocator')}/{r.get('workload')}: missing {missing}")
             continue
         seen.add((r["allocator"], r["workload"], r["threads"]))
-        if r["ops_per_s"] <= 0 or r["peak_rss_bytes"] <= 0 or r["p50_alloc_ns"] <= 0:
+        if r["ops_per_s"] <= 0 or r["ops_per_cpu_s"] <= 0 or r["peak_rss_bytes"] <= 0 or r["p50_alloc_ns"] <= 0:
             errors.append(f"{r['allocator']}/{r['workload']}/{r['threads']}: non-positive figures")
         if not r["p50_alloc_ns"] <= r["p99_alloc_ns"] or not r["p50_free_ns"] <= r["p99_free_ns"]:
             errors.append(f"{r['allocator']}/{r['workload']}/{r['threads']}: p50 above p99")
