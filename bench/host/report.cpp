@@ -129,19 +129,22 @@ struct TargetPrinter {
   }
 };
 
-// The same comparison per CPU-second, which other load on the machine
-// disturbs far less than wall-clock ops/s.
-std::string per_cpu(const CellResult* u, const CellResult* a, const CellResult* b) {
-  std::string s = " (per CPU-s: unipool " + fmt("%.2f", u->ops_per_cpu_s / 1e6) + ", " + a->allocator + " " +
-                  fmt("%.2f", a->ops_per_cpu_s / 1e6);
-  if (b != nullptr) s += ", " + b->allocator + " " + fmt("%.2f", b->ops_per_cpu_s / 1e6);
+// The measure a target is not judged in, shown beside the one it is:
+// " (<label>: unipool X<unit>, <a> Y<unit>[, <b> Z<unit>])", in millions.
+// Per CPU-second beside ops/s (other load on the machine disturbs it far
+// less), or ops/s beside a comparison made per CPU-second.
+std::string beside(const char* label, double CellResult::*measure, const char* unit, const CellResult* u,
+                   const CellResult* a, const CellResult* b = nullptr) {
+  const auto figure = [&](const CellResult* r) { return fmt("%.2f", r->*measure / 1e6) + unit; };
+  std::string s = std::string(" (") + label + ": unipool " + figure(u) + ", " + a->allocator + " " + figure(a);
+  if (b != nullptr) s += ", " + b->allocator + " " + figure(b);
   return s + ")";
 }
-
-// The wall-clock figures of a comparison made per CPU-second.
+std::string per_cpu(const CellResult* u, const CellResult* a, const CellResult* b = nullptr) {
+  return beside("per CPU-s", &CellResult::ops_per_cpu_s, "", u, a, b);
+}
 std::string per_wall(const CellResult* u, const CellResult* peer) {
-  return " (ops/s: unipool " + fmt("%.2f", u->ops_per_s / 1e6) + " M, " + peer->allocator + " " +
-         fmt("%.2f", peer->ops_per_s / 1e6) + " M)";
+  return beside("ops/s", &CellResult::ops_per_s, " M", u, peer);
 }
 
 void throughput_targets(TargetPrinter& tp, const std::vector<CellResult>& rs) {
@@ -234,8 +237,7 @@ void hakmem_targets(TargetPrinter& tp, const std::vector<CellResult>& rs) {
                                                           fmt("%.2f", g->ops_per_cpu_s / 1e6) + " M" + per_wall(u, g));
       } else {
         tp.line(u->ops_per_s > g->ops_per_s, cell + " ops/s: unipool " + fmt("%.2f", u->ops_per_s / 1e6) +
-                                                 " M; glibc " + fmt("%.2f", g->ops_per_s / 1e6) + " M" +
-                                                 per_cpu(u, g, nullptr));
+                                                 " M; glibc " + fmt("%.2f", g->ops_per_s / 1e6) + " M" + per_cpu(u, g));
       }
       tp.line(u->page_faults <= g->page_faults, cell + " page faults: unipool " + std::to_string(u->page_faults) +
                                                     "; glibc " + std::to_string(g->page_faults));
